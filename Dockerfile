@@ -1,0 +1,64 @@
+# syntax=docker/dockerfile:1
+# One image for every role:  docker run IMAGE run --role scorer   (see docker-compose.yml)
+#
+# Builds with Docker (BuildKit or classic) and with podman/buildah. On a host whose TLS goes
+# through a private CA (as under podman on the project's dev machine) pass the host's bundle:
+#   podman build -v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/host-ca.crt:ro \
+#                --build-arg PIP_CERT=/etc/ssl/host-ca.crt -t swarm-planner .
+# Unset, PIP_CERT changes nothing.
+
+ARG PYTHON_IMAGE=python:3.11-slim
+
+# ---- build: a venv with the project's dependencies, then the project ------------------------
+FROM ${PYTHON_IMAGE} AS build
+ARG PIP_CERT
+ENV PIP_CERT=${PIP_CERT} \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    DEBIAN_FRONTEND=noninteractive
+# gcc + libgmp-dev: fastecdsa (via libp2p) builds from source. Python's headers come with the
+# official image; a plain Debian base (python3 from apt) needs python3-dev for them.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev libgmp-dev \
+ && if ! python3 -c 'import os,sys,sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then \
+        apt-get install -y --no-install-recommends python3-dev; fi \
+ && rm -rf /var/lib/apt/lists/*
+RUN python3 -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH
+WORKDIR /src
+# Dependency layer: only pyproject.toml, so editing agent/ does not reinstall dependencies.
+COPY pyproject.toml ./
+RUN python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml","rb"))["project"]["dependencies"]))' > requirements.txt \
+ && pip install --use-pep517 -r requirements.txt
+# Code layer. pyproject.toml names README.md as the long description: an empty one will do
+# (buildah refuses a COPY glob that matches nothing, so it is not copied).
+COPY agent/ ./agent/
+RUN touch README.md \
+ && pip install --no-deps --use-pep517 . \
+ && python -c 'import agent, sys; print("agent", agent.__version__, sys.version)'
+
+# ---- runtime: the venv on a slim base, no compiler ------------------------------------------
+FROM ${PYTHON_IMAGE} AS runtime
+ENV DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libgmp10 \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --user-group --home-dir /home/swarm --create-home swarm \
+ && mkdir -p /data && chown swarm:swarm /data
+COPY --from=build /opt/venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    SWARM_DATA_DIR=/data \
+    SWARM_METRICS_PORT=9100 \
+    SWARM_LOG_FORMAT=json
+USER swarm
+WORKDIR /home/swarm
+# 9100: Prometheus /metrics. libp2p listens on SWARM_LISTEN_PORT (Compose uses 4001).
+EXPOSE 9100 4001
+STOPSIGNAL SIGTERM
+HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
+    CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/metrics' % (os.environ.get('SWARM_METRICS_PORT') or '9100'), timeout=4).read(1)"]
+ENTRYPOINT ["python", "-m", "agent"]
+CMD ["run"]

@@ -1,0 +1,3 @@
+"""A leaderless multi-agent planning swarm."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,94 @@
+"""`python -m agent ...`: every role and tool behind one command."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import orjson
+import typer
+from rich.console import Console
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="A leaderless multi-agent planning swarm.")
+err = Console(stderr=True)
+
+
+@app.command()
+def replay(
+    log: Path = typer.Argument(..., help="JSON-lines event log"),
+    as_json: bool = typer.Option(False, "--json", help="print the tree as JSON with its digest"),
+    now: Optional[int] = typer.Option(None, help="'now' in ms for lease expiry (default: latest timestamp)"),
+) -> None:
+    """Verify and fold an event log, then print the plan tree."""
+    from agent.core.plan import Plan
+    from agent.core.reasons import Rejected
+    from agent.logfile import read_log
+    from agent.render import rich_tree
+
+    try:
+        events, bad = read_log(log)
+    except OSError as exc:
+        err.print(f"[red]error:[/red] cannot read {log}: {exc.strerror or exc}")
+        raise typer.Exit(2)
+    for b in bad:
+        err.print(f"{log}:{b.line}: skipped: {b.reason}: {b.detail}", markup=False, highlight=False)
+    plan = Plan()
+    for ev in events:
+        try:
+            plan.apply(ev)
+        except Rejected as exc:
+            if exc.reason.value != "duplicate":
+                err.print(f"{log}: event {ev.id[:12]} refused: {exc}", markup=False, highlight=False)
+    for ev, key in plan.pending_events():
+        err.print(f"{log}: event {ev.id[:12]} refused: unknown_dependency: waits for {key}",
+                  markup=False, highlight=False)
+    tree = plan.tree(now)
+    if as_json:
+        sys.stdout.write(orjson.dumps(tree.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        Console().print(rich_tree(tree))
+
+
+@app.command()
+def simulate(
+    seed: int = typer.Option(0, help="random seed: same seed, same log"),
+    out: Path = typer.Option(..., "--out", help="where to write the signed event log (JSON lines)"),
+    goal: str = typer.Option("Plan a two-week trip to Japan"),
+    decomposers: int = typer.Option(3, min=1, max=20),
+    scorers: int = typer.Option(5, min=1, max=51),
+    executors: int = typer.Option(3, min=1, max=20),
+    quorum: Optional[int] = typer.Option(None, min=1),
+    max_depth: int = typer.Option(2, min=0, max=4),
+    max_children: int = typer.Option(4, min=2, max=8),
+    max_rounds: int = typer.Option(2, min=1, max=6),
+    crash_probability: float = typer.Option(0.15, min=0.0, max=1.0),
+) -> None:
+    """Run the whole protocol in memory (virtual time, scripted LLM, no network)."""
+    from agent.logfile import write_log
+    from agent.sim import SimConfig, simulate as run_sim
+
+    if quorum is not None and quorum > scorers:
+        err.print(f"[red]error:[/red] quorum {quorum} exceeds {scorers} scorers")
+        raise typer.Exit(2)
+    cfg = SimConfig(seed=seed, goal=goal, decomposers=decomposers, scorers=scorers,
+                    executors=executors, quorum=quorum, max_depth=max_depth,
+                    max_children=max_children, max_rounds=max_rounds,
+                    crash_probability=crash_probability)
+    log, stats, plan = run_sim(cfg)
+    write_log(out, log)
+    tree = plan.tree()
+    err.print(
+        f"{'done' if stats.done else 'NOT done'}: {stats.events} events, {stats.proposals} proposals "
+        f"({stats.refinements} refinements), {stats.votes} votes, max round {stats.max_round}, "
+        f"{stats.claims} claims, {stats.collisions} collisions, {stats.takeovers} takeovers, "
+        f"{stats.crashes} crashes, {stats.virtual_ms / 1000:.1f} s virtual; digest {tree.digest}",
+        markup=False, highlight=False,
+    )
+    if not stats.done:
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    app()

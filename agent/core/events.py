@@ -1,0 +1,202 @@
+"""Signed, content-addressed events: the only thing agents exchange and store.
+
+Wire form (canonical JSON: UTF-8, sorted keys, no insignificant whitespace):
+    {"author": <peer id>, "body": {"type": ..., ...}, "hlc": [wall_ms, logical], "sig": <b64>, "v": 1}
+The id is sha256 of the canonical bytes without "sig"; the signature covers those same bytes,
+so an event relayed by sync, read from disk or replayed from a file verifies like one off gossip.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Union
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from .hlc import Timestamp
+from .identity import Identity, verify
+from .reasons import Reason, Rejected
+
+MAX_EVENT_BYTES = 64 * 1024
+EVENT_ID = r"^[0-9a-f]{64}$"
+# A node is a goal (its event id) or the i-th subgoal of a proposal: "<proposal id>/<i>".
+NODE_ID = r"^[0-9a-f]{64}(/[0-9]{1,2})?$"
+PEER_ID = r"^[1-9A-HJ-NP-Za-km-z]{40,60}$"
+
+EventId = Annotated[str, Field(pattern=EVENT_ID)]
+NodeId = Annotated[str, Field(pattern=NODE_ID)]
+Score = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+RoleName = Literal["decomposer", "scorer", "executor", "observer", "submitter"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False)
+
+
+class PlanParams(_Model):
+    """Carried by the goal, so every peer folds that goal's tree with the same rules."""
+
+    scorers: int = Field(ge=1, le=101)
+    quorum: int = Field(ge=1, le=101)
+    max_depth: int = Field(ge=0, le=6)
+    max_children: int = Field(ge=2, le=12)
+    max_rounds: int = Field(ge=1, le=10)
+
+
+class Subgoal(_Model):
+    title: str = Field(min_length=1, max_length=120)
+    description: str = Field(default="", max_length=600)
+    atomic: bool = False
+
+
+class Hello(_Model):
+    """An agent announces its role; a vote counts only from an author that announced scorer."""
+
+    type: Literal["hello"] = "hello"
+    role: RoleName
+    name: str = Field(default="", max_length=64)
+
+
+class Goal(_Model):
+    type: Literal["goal"] = "goal"
+    title: str = Field(min_length=1, max_length=200)
+    description: str = Field(default="", max_length=2000)
+    params: PlanParams
+
+
+class Proposal(_Model):
+    type: Literal["proposal"] = "proposal"
+    node: NodeId
+    strategy: str = Field(min_length=1, max_length=40)
+    subgoals: tuple[Subgoal, ...] = Field(min_length=2, max_length=12)
+    refines: EventId | None = None
+
+
+class Vote(_Model):
+    """One scorer's verdict on one proposal in one round. proposal=None votes to execute the
+    node as it is (no split): the way a node that never reaches a quorum still finishes."""
+
+    type: Literal["vote"] = "vote"
+    node: NodeId
+    proposal: EventId | None
+    round: int = Field(ge=1, le=11)
+    specificity: Score
+    non_overlap: Score
+    coverage: Score
+    approve: bool
+    feedback: str = Field(default="", max_length=400)
+
+
+class Claim(_Model):
+    type: Literal["claim"] = "claim"
+    node: NodeId
+    lease_ms: int = Field(ge=100, le=3_600_000)
+
+
+class Renew(_Model):
+    type: Literal["renew"] = "renew"
+    node: NodeId
+    claim: EventId
+    lease_ms: int = Field(ge=100, le=3_600_000)
+
+
+class Release(_Model):
+    """The holder gives a task back early (e.g. its LLM keeps failing)."""
+
+    type: Literal["release"] = "release"
+    node: NodeId
+    claim: EventId
+    reason: str = Field(default="", max_length=200)
+
+
+class Result(_Model):
+    type: Literal["result"] = "result"
+    node: NodeId
+    claim: EventId
+    output: str = Field(min_length=1, max_length=8000)
+
+
+Body = Annotated[
+    Union[Hello, Goal, Proposal, Vote, Claim, Renew, Release, Result],
+    Field(discriminator="type"),
+]
+EVENT_TYPES = ("hello", "goal", "proposal", "vote", "claim", "renew", "release", "result")
+
+
+class _Wire(_Model):
+    v: Literal[1]
+    author: str = Field(pattern=PEER_ID)
+    hlc: tuple[Annotated[int, Field(ge=0, le=2**53)], Annotated[int, Field(ge=0, le=2**31)]]
+    body: Body
+    sig: str = Field(min_length=80, max_length=100)
+
+
+_WIRE = TypeAdapter(_Wire)
+
+
+def canonical(obj: Any) -> bytes:
+    return orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    id: str
+    author: str
+    hlc: Timestamp
+    body: Any  # one of the Body models
+    sig: bytes
+    raw: bytes  # canonical signed bytes: what is stored and sent
+
+    @property
+    def type(self) -> str:
+        return self.body.type
+
+    @property
+    def order(self) -> tuple[int, int, str]:
+        return (self.hlc.wall, self.hlc.logical, self.author)
+
+    def __repr__(self) -> str:
+        return f"Event({self.type} {self.id[:10]} by {self.author[-6:]} @{self.hlc})"
+
+
+def _unsigned(author: str, hlc: Timestamp, body: Any) -> dict[str, Any]:
+    return {"v": 1, "author": author, "hlc": [hlc.wall, hlc.logical],
+            "body": body.model_dump(mode="json")}
+
+
+def sign_event(identity: Identity, hlc: Timestamp, body: Any) -> Event:
+    unsigned = _unsigned(identity.peer_id, hlc, body)
+    payload = canonical(unsigned)
+    sig = identity.sign(payload)
+    raw = canonical({**unsigned, "sig": base64.b64encode(sig).decode()})
+    if len(raw) > MAX_EVENT_BYTES:
+        raise Rejected(Reason.OVERSIZE, f"{len(raw)} bytes > {MAX_EVENT_BYTES}")
+    return Event(hashlib.sha256(payload).hexdigest(), identity.peer_id, hlc, body, sig, raw)
+
+
+def decode_event(raw: bytes | str) -> Event:
+    """Parse and verify one event; raises Rejected with a named reason."""
+    if isinstance(raw, str):
+        raw = raw.encode()
+    if len(raw) > MAX_EVENT_BYTES:
+        raise Rejected(Reason.OVERSIZE, f"{len(raw)} bytes > {MAX_EVENT_BYTES}")
+    try:
+        wire = _WIRE.validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise Rejected(Reason.MALFORMED, f"{where}: {first['msg']}") from None
+    hlc = Timestamp(*wire.hlc)
+    unsigned = _unsigned(wire.author, hlc, wire.body)
+    payload = canonical(unsigned)
+    try:
+        sig = base64.b64decode(wire.sig, validate=True)
+    except ValueError:
+        raise Rejected(Reason.BAD_SIGNATURE, "signature is not base64") from None
+    if not verify(wire.author, payload, sig):
+        raise Rejected(Reason.BAD_SIGNATURE, "signature does not match author and content")
+    canon = canonical({**unsigned, "sig": wire.sig})
+    return Event(hashlib.sha256(payload).hexdigest(), wire.author, hlc, wire.body, sig, canon)

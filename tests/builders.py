@@ -1,0 +1,61 @@
+"""Small helpers to build signed events by hand in tests."""
+
+from __future__ import annotations
+
+import hashlib
+
+from agent.core.events import (
+    Claim, Event, Goal, Hello, PlanParams, Proposal, Release, Renew, Result, Subgoal, Vote,
+    sign_event,
+)
+from agent.core.hlc import Timestamp
+from agent.core.identity import Identity
+
+T0 = 1_767_225_600_000
+
+
+def ident(name: str) -> Identity:
+    return Identity(hashlib.sha256(name.encode()).digest())
+
+
+def ev(who: Identity, body, wall: int, logical: int = 0) -> Event:
+    return sign_event(who, Timestamp(T0 + wall, logical), body)
+
+
+def params(scorers=3, quorum=2, max_depth=2, max_children=5, max_rounds=2) -> PlanParams:
+    return PlanParams(scorers=scorers, quorum=quorum, max_depth=max_depth,
+                      max_children=max_children, max_rounds=max_rounds)
+
+
+def goal(who, wall=0, title="Plan a two-week trip to Japan", **kw) -> Event:
+    return ev(who, Goal(title=title, params=params(**kw)), wall)
+
+
+def hello(who, role, wall=0) -> Event:
+    return ev(who, Hello(role=role, name=role), wall)
+
+
+def proposal(who, node, titles, wall=10, strategy="by place", refines=None, atomic=()) -> Event:
+    subs = tuple(Subgoal(title=t, description=f"about {t}", atomic=i in atomic) for i, t in enumerate(titles))
+    return ev(who, Proposal(node=node, strategy=strategy, subgoals=subs, refines=refines), wall)
+
+
+def vote(who, node, prop, rnd=1, approve=True, wall=20, logical=0, feedback="") -> Event:
+    return ev(who, Vote(node=node, proposal=prop, round=rnd, specificity=0.7, non_overlap=0.8,
+                        coverage=0.6, approve=approve, feedback=feedback), wall, logical)
+
+
+def claim(who, node, wall, lease_ms=1000, logical=0) -> Event:
+    return ev(who, Claim(node=node, lease_ms=lease_ms), wall, logical)
+
+
+def renew(who, node, claim_id, wall, lease_ms=1000) -> Event:
+    return ev(who, Renew(node=node, claim=claim_id, lease_ms=lease_ms), wall)
+
+
+def release(who, node, claim_id, wall) -> Event:
+    return ev(who, Release(node=node, claim=claim_id, reason="giving up"), wall)
+
+
+def result(who, node, claim_id, wall, output="done it") -> Event:
+    return ev(who, Result(node=node, claim=claim_id, output=output), wall)
