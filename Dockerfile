@@ -44,7 +44,7 @@ ENV DEBIAN_FRONTEND=noninteractive
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libgmp10 \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --system --uid 10001 --user-group --home-dir /home/swarm --create-home swarm \
+ && useradd --uid 10001 --user-group --home-dir /home/swarm --create-home --shell /usr/sbin/nologin swarm \
  && mkdir -p /data && chown swarm:swarm /data
 COPY --from=build /opt/venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH \

@@ -92,3 +92,108 @@ def simulate(
 
 def main() -> None:
     app()
+
+
+def _settings(**overrides):
+    from agent.logging import configure_logging
+    from agent.settings import SettingsError, load_settings
+
+    try:
+        s = load_settings(**{k: v for k, v in overrides.items() if v is not None})
+    except SettingsError as exc:
+        err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+        raise typer.Exit(2)
+    configure_logging(s.log_format, s.log_level)
+    return s
+
+
+@app.command()
+def run(
+    role: Optional[str] = typer.Option(None, help="decomposer|scorer|executor|observer (or SWARM_ROLE)"),
+) -> None:
+    """Run one agent until SIGTERM (the container entrypoint; all settings from SWARM_* / .env)."""
+    import trio
+
+    from agent.app import serve
+
+    s = _settings(role=role)
+    if s.role is None:
+        err.print("[red]error:[/red] no role: pass --role or set SWARM_ROLE")
+        raise typer.Exit(2)
+    trio.run(serve, s, s.role)
+
+
+@app.command()
+def submit(
+    goal: str = typer.Argument(..., help="the goal, e.g. 'Plan a two-week trip to Japan'"),
+    description: str = typer.Option("", help="more context for the goal"),
+    timeout: float = typer.Option(60.0, help="seconds to find a peer and have the goal stored"),
+) -> None:
+    """Join the swarm, publish a goal, wait until a peer has stored it, print its id."""
+    import trio
+
+    from agent.app import SubmitError, submit as do_submit
+
+    s = _settings()
+    try:
+        gid = trio.run(do_submit, s, goal, description, timeout)
+    except SubmitError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1)
+    print(gid)
+
+
+@app.command()
+def observe(
+    once: bool = typer.Option(False, "--once", help="sync, print the tree, exit"),
+    as_json: bool = typer.Option(False, "--json", help="with --once: print the tree as JSON"),
+    timeout: float = typer.Option(30.0, help="with --once: seconds to find a peer"),
+) -> None:
+    """Watch the plan live (an observer never publishes), or take one snapshot with --once."""
+    import trio
+
+    from agent.app import SubmitError, observe_once, serve
+
+    s = _settings()
+    if not once:
+        trio.run(serve, s, "observer")
+        return
+    try:
+        data = trio.run(observe_once, s, timeout)
+    except SubmitError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1)
+    if as_json:
+        sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        from agent.core.plan import Plan  # noqa: F401
+        for g in data["goals"]:
+            print(f"{g['state']:>8}  {g['title']}")
+        print(f"digest {data['digest']}")
+
+
+@app.command()
+def demo(
+    goal: str = typer.Argument("Plan a two-week trip to Japan"),
+    decomposers: int = typer.Option(3, min=1, max=10),
+    scorers: int = typer.Option(3, min=1, max=15),
+    executors: int = typer.Option(2, min=1, max=10),
+    observers: int = typer.Option(1, min=0, max=3),
+    llm: str = typer.Option("auto", help="auto|ollama|llamacpp|scripted"),
+    mdns: bool = typer.Option(False, "--mdns", help="let the processes find each other by mDNS"),
+    max_depth: int = typer.Option(2, min=0, max=4),
+    max_children: int = typer.Option(4, min=2, max=8),
+    max_rounds: int = typer.Option(2, min=1, max=6),
+    timeout: float = typer.Option(1800.0, help="seconds before giving up"),
+    out_dir: Optional[Path] = typer.Option(None, help="where logs and the event log go"),
+    scripted_latency: float = typer.Option(0.2, help="with --llm scripted: seconds per answer"),
+) -> None:
+    """Start a local swarm of separate processes, submit GOAL, show progress, print the plan."""
+    from agent.demo import DemoConfig, run_demo
+
+    _settings(log_format="console" if sys.stderr.isatty() else "json", log_level="warning")
+    cfg = DemoConfig(goal=goal, decomposers=decomposers, scorers=scorers, executors=executors,
+                     observers=observers, llm=llm, mdns=mdns, max_depth=max_depth,
+                     max_children=max_children, max_rounds=max_rounds, timeout=timeout,
+                     out_dir=out_dir, scripted_latency=scripted_latency)
+    raise typer.Exit(run_demo(cfg))

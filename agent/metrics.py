@@ -32,6 +32,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from agent import __version__
+from agent.core.reasons import Reason
 
 # The *_created series double the series count and no dashboard uses them (process-wide switch;
 # every process importing this module is an agent).
@@ -44,16 +45,9 @@ GCCollector(registry=REGISTRY)  # python_gc_*
 
 # Known label values. Children for these are created up front so every series exists (at 0)
 # from the first scrape: rate() and absent() behave, and dashboards show zeros, not gaps.
-EVENT_TYPES = ("hello", "goal", "proposal", "vote", "claim", "renew", "result")
-REJECT_REASONS = (
-    "schema",  # not valid JSON / wrong shape / unknown type
-    "signature",  # bad or missing signature, key does not match author
-    "oversize",
-    "unknown_parent",  # refers to a node/proposal this peer has never seen
-    "not_scorer",  # vote from a peer that is not a scorer
-    "duplicate",  # already in the log
-    "replay",  # replayed or out-of-window event (e.g. HLC too far from local clock)
-)
+EVENT_TYPES = ("hello", "goal", "proposal", "vote", "claim", "renew", "release", "result")
+# every reason the core can refuse an event for (agent.core.reasons.Reason)
+REJECT_REASONS = tuple(r.value for r in Reason)
 ROLES = ("decomposer", "scorer", "executor", "observer")
 # Every label name any metric here may use; each has a small fixed value set.
 ALLOWED_LABELS = frozenset(

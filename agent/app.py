@@ -1,0 +1,131 @@
+"""Process-level glue: run one role until SIGTERM/SIGINT, plus the short-lived tools
+(submit, observe --once) that join the swarm as a temporary peer."""
+
+from __future__ import annotations
+
+import signal
+import tempfile
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import trio
+
+from agent import metrics
+from agent.core.events import Goal, Hello, PlanParams
+from agent.llm.base import LLMError
+from agent.roles.common import Backoff
+from agent.runtime import Runtime
+from agent.settings import Settings
+
+ROLE_LOOPS: dict[str, str] = {
+    "decomposer": "agent.roles.decomposer",
+    "scorer": "agent.roles.scorer",
+    "executor": "agent.roles.executor",
+    "observer": "agent.roles.observer",
+}
+
+
+async def _until_signal(cancel: trio.CancelScope, log: Any) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for sig in signals:
+            log.info("shutting down", signal=signal.Signals(sig).name)
+            cancel.cancel()
+            return
+
+
+async def _llm_with_retry(settings: Settings, log: Any):
+    from agent.llm import make_llm
+
+    backoff = Backoff(first=2.0, cap=60.0)
+    while True:
+        try:
+            llm = await make_llm(settings)
+            log.info("LLM ready", backend=llm.backend, model=str(llm.model))
+            return llm
+        except LLMError as exc:
+            await backoff.wait(log, exc)
+
+
+async def serve(settings: Settings, role: str) -> None:
+    import importlib
+
+    rt = Runtime(settings, role)
+    metrics.set_agent_info(role, settings.swarm)
+    metrics.start_metrics_server(settings.metrics_port)
+    loop = importlib.import_module(ROLE_LOOPS[role]).run
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_until_signal, nursery.cancel_scope, rt.log)
+        await nursery.start(rt.run)
+        rt.log.info("agent up", addrs=rt.net.listen_addrs, events=len(rt.plan))
+        llm = None
+        if role != "observer":
+            llm = await _llm_with_retry(settings, rt.log)
+            await rt.publish(Hello(role=role, name=settings.name or ""))
+        try:
+            await loop(rt, llm)
+        finally:
+            if llm is not None:
+                with trio.CancelScope(shield=True):
+                    await llm.aclose()
+
+
+def plan_params(settings: Settings) -> PlanParams:
+    return PlanParams(scorers=settings.scorers, quorum=settings.effective_quorum,
+                      max_depth=settings.max_depth, max_children=settings.max_children,
+                      max_rounds=settings.max_rounds)
+
+
+async def _with_temp_peer(settings: Settings, role: str, body: Callable[[Runtime], Awaitable[Any]]) -> Any:
+    settings = settings.model_copy(update={"listen_port": 0})  # never clash with a local agent
+    with tempfile.TemporaryDirectory(prefix=f"swarm-{role}-") as tmp:
+        rt = Runtime(settings, role, data_dir=Path(tmp))
+        async with trio.open_nursery() as nursery:
+            await nursery.start(rt.run)
+            try:
+                return await body(rt)
+            finally:
+                nursery.cancel_scope.cancel()
+
+
+async def wait_for_peers(rt: Runtime, count: int, timeout: float) -> None:
+    with trio.fail_after(timeout):
+        while len(rt.net.connected) < count:
+            await trio.sleep(0.1)
+
+
+class SubmitError(RuntimeError):
+    pass
+
+
+async def submit(settings: Settings, title: str, description: str = "", timeout: float = 60.0) -> str:
+    async def body(rt: Runtime) -> str:
+        try:
+            await wait_for_peers(rt, 1, timeout)
+        except trio.TooSlowError:
+            raise SubmitError(f"no peer found within {timeout:.0f}s (mDNS={settings.mdns}, "
+                              f"peers={settings.peers or 'none'})") from None
+        ev = await rt.publish(Goal(title=title, description=description, params=plan_params(settings)))
+        with trio.move_on_after(timeout):
+            while True:
+                for peer in list(rt.net.connected):
+                    if await rt.net.peer_has(peer, ev.id):
+                        rt.log.info("goal stored by a peer", event_id=ev.id, peer_id=peer)
+                        return ev.id
+                await trio.sleep(0.2)
+        raise SubmitError(f"goal {ev.id} published but no peer confirmed storing it within {timeout:.0f}s")
+
+    return await _with_temp_peer(settings, "submitter", body)
+
+
+async def observe_once(settings: Settings, timeout: float = 30.0, settle: float = 1.0) -> dict:
+    async def body(rt: Runtime) -> dict:
+        try:
+            await wait_for_peers(rt, 1, timeout)
+        except trio.TooSlowError:
+            raise SubmitError(f"no peer found within {timeout:.0f}s") from None
+        await trio.sleep(settle)
+        while await rt.net.sync_all() > 0:
+            pass
+        return rt.tree().to_json()
+
+    return await _with_temp_peer(settings, "observer", body)

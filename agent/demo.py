@@ -1,0 +1,206 @@
+"""`python -m agent demo`: a local swarm of separate OS processes on 127.0.0.1, one goal,
+live progress, the final plan, the event log; every process it started is stopped."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+from rich.console import Console
+
+from agent.core.decide import is_done
+from agent.core.events import Goal
+from agent.render import markdown_plan, rich_tree
+from agent.runtime import Runtime, load_identity
+from agent.settings import load_settings
+from agent.work import DEFAULT_STRATEGIES
+
+
+@dataclass
+class DemoConfig:
+    goal: str = "Plan a two-week trip to Japan"
+    decomposers: int = 3
+    scorers: int = 3
+    executors: int = 2
+    observers: int = 1
+    llm: str = "auto"
+    mdns: bool = False
+    max_depth: int = 2
+    max_children: int = 4
+    max_rounds: int = 2
+    timeout: float = 1800.0
+    out_dir: Path | None = None
+    scripted_latency: float = 0.2
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Child:
+    name: str
+    role: str
+    port: int
+    peer_id: str
+    data_dir: Path
+    proc: subprocess.Popen | None = None
+
+    @property
+    def addr(self) -> str:
+        return f"/ip4/127.0.0.1/tcp/{self.port}/p2p/{self.peer_id}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def plan_children(cfg: DemoConfig, root: Path) -> list[Child]:
+    out = []
+    for role, n in (("decomposer", cfg.decomposers), ("scorer", cfg.scorers),
+                    ("executor", cfg.executors), ("observer", cfg.observers)):
+        for i in range(n):
+            name = f"{role}-{i + 1}"
+            d = root / name
+            out.append(Child(name, role, free_port(), load_identity(d).peer_id, d))
+    return out
+
+
+def child_env(cfg: DemoConfig, c: Child, everyone: list[Child], idx: int) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "SWARM_SWARM": "demo", "SWARM_ROLE": c.role, "SWARM_NAME": c.name,
+        "SWARM_DATA_DIR": str(c.data_dir), "SWARM_LISTEN_HOST": "127.0.0.1",
+        "SWARM_LISTEN_PORT": str(c.port), "SWARM_MDNS": "true" if cfg.mdns else "false",
+        "SWARM_PEERS": "" if cfg.mdns else ",".join(o.addr for o in everyone if o is not c),
+        "SWARM_LLM": cfg.llm, "SWARM_LOG_FORMAT": "json", "SWARM_METRICS_PORT": "0",
+        "SWARM_SCORERS": str(cfg.scorers), "SWARM_SCRIPTED_LATENCY": str(cfg.scripted_latency),
+        "SWARM_STRATEGY": DEFAULT_STRATEGIES[idx % len(DEFAULT_STRATEGIES)],
+    })
+    env.update(cfg.extra_env)
+    return env
+
+
+def start(cfg: DemoConfig, children: list[Child], log_dir: Path) -> None:
+    counters: dict[str, int] = {}
+    for c in children:
+        idx = counters.get(c.role, 0)
+        counters[c.role] = idx + 1
+        fh = open(log_dir / f"{c.name}.log", "wb")
+        c.proc = subprocess.Popen(
+            [sys.executable, "-m", "agent", "run"], env=child_env(cfg, c, children, idx),
+            stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        fh.close()
+
+
+def stop(children: list[Child], grace: float = 5.0) -> None:
+    for c in children:
+        if c.proc and c.proc.poll() is None:
+            c.proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for c in children:
+        if c.proc is None:
+            continue
+        try:
+            c.proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            c.proc.kill()
+            c.proc.wait()
+
+
+def _tail(path: Path, n: int = 8) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+async def _drive(cfg: DemoConfig, children: list[Child], root: Path, console: Console) -> tuple[int, str]:
+    settings = load_settings(
+        swarm="demo", data_dir=root / "demo-client", listen_host="127.0.0.1", listen_port=0,
+        peers=[] if cfg.mdns else [c.addr for c in children], mdns=cfg.mdns, scorers=cfg.scorers,
+        max_depth=cfg.max_depth, max_children=cfg.max_children, max_rounds=cfg.max_rounds,
+        log_level="warning",
+    )
+    rt = Runtime(settings, "submitter")
+    agents = [c for c in children if c.role != "observer"]
+    t0 = time.monotonic()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(rt.run)
+        # Everyone announces itself once its LLM is loaded: wait for all before posting the goal.
+        with trio.move_on_after(min(cfg.timeout, 600)):
+            while True:
+                dead = [c for c in children if c.proc and c.proc.poll() is not None]
+                if dead:
+                    c = dead[0]
+                    nursery.cancel_scope.cancel()
+                    return 2, f"{c.name} exited with {c.proc.returncode}:\n{_tail(root / 'logs' / (c.name + '.log'))}"
+                ready = {a for a, roles in rt.plan.roles.items() if roles}
+                if all(c.peer_id in ready for c in agents):
+                    break
+                await trio.sleep(0.3)
+        console.print(f"[dim]{len(agents)} agents ready after {time.monotonic() - t0:.1f}s; posting the goal[/dim]")
+        goal = await rt.publish(Goal(title=cfg.goal, params=_params(settings)))
+        t_goal = time.monotonic()
+        last = ""
+        with trio.move_on_after(cfg.timeout) as scope:
+            while not is_done(rt.tree(), goal.id):
+                await rt.wait_change(2.0)
+                dead = [c for c in children if c.proc and c.proc.poll() is not None]
+                if dead:
+                    names = ", ".join(f"{c.name} (exit {c.proc.returncode})" for c in dead)
+                    nursery.cancel_scope.cancel()
+                    return 2, f"agents died: {names}\n{_tail(root / 'logs' / (dead[0].name + '.log'))}"
+                counts = rt.tree().counts()
+                line = "  ".join(f"{k}={v}" for k, v in counts.items() if v)
+                if line != last:
+                    last = line
+                    console.print(f"[dim]{time.monotonic() - t_goal:6.1f}s[/dim]  {line}")
+        tree = rt.tree()
+        nursery.cancel_scope.cancel()
+    if scope.cancelled_caught:
+        console.print(rich_tree(tree))
+        return 1, f"plan not done after {cfg.timeout:.0f}s: " + ", ".join(f"{k}={v}" for k, v in tree.counts().items() if v)
+    console.print(rich_tree(tree))
+    console.rule("Final plan")
+    console.print(markdown_plan(tree, goal.id), markup=False, highlight=False)
+    log_path = root / "events.jsonl"
+    with open(log_path, "wb") as fh:
+        for raw in rt.store.read_from(0, len(rt.store)):
+            fh.write(raw.rstrip(b"\n") + b"\n")
+    console.print(f"done in {time.monotonic() - t_goal:.1f}s; {len(rt.plan)} events; digest {tree.digest}; "
+                  f"event log {log_path}", markup=False, highlight=False)
+    return 0, ""
+
+
+def _params(settings):
+    from agent.app import plan_params
+
+    return plan_params(settings)
+
+
+def run_demo(cfg: DemoConfig) -> int:
+    console = Console()
+    root = cfg.out_dir or Path("out") / time.strftime("demo-%Y%m%d-%H%M%S")
+    (root / "logs").mkdir(parents=True, exist_ok=True)
+    children = plan_children(cfg, root)
+    console.print(f"starting {len(children)} agents ({cfg.decomposers} decomposers, {cfg.scorers} scorers, "
+                  f"{cfg.executors} executors, {cfg.observers} observers; llm={cfg.llm}); logs in {root / 'logs'}")
+    start(cfg, children, root / "logs")
+    code, reason = 1, "interrupted"
+    try:
+        code, reason = trio.run(_drive, cfg, children, root, console)
+    except KeyboardInterrupt:
+        code, reason = 130, "interrupted"
+    finally:
+        stop(children)
+    if code:
+        console.print(f"[red]demo failed:[/red] {reason}", highlight=False)
+    return code

@@ -1,0 +1,233 @@
+"""docker-compose.yml as data: services, the anchor-shared agent definition, environment,
+healthchecks, dependencies, the single network, mounts and variable defaults."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE = ROOT / "docker-compose.yml"
+AGENTS = ["decomposer-1", "decomposer-2", "decomposer-3", "scorer", "executor", "observer"]
+LLM_ROLES = ["decomposer-1", "decomposer-2", "decomposer-3", "scorer", "executor"]
+_VAR = re.compile(r"\$\$|\$\{(\w+)(?:(:?[-?])([^}]*))?\}|\$(\w+)")
+
+
+def interpolate(value, env: dict[str, str]):
+    """Compose-style variable substitution: ${V}, ${V:-default}, ${V-default}, $$."""
+    if isinstance(value, dict):
+        return {k: interpolate(v, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, env) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def sub(m: re.Match) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name = m.group(1) or m.group(4)
+        op, default = m.group(2), m.group(3) or ""
+        if op == ":-":
+            return env.get(name) or default
+        if op == "-":
+            return env.get(name, default)
+        return env.get(name, "")
+
+    return _VAR.sub(sub, value)
+
+
+def load(env: dict[str, str] | None = None) -> dict:
+    return interpolate(yaml.safe_load(COMPOSE.read_text()), env or {})
+
+
+@pytest.fixture(scope="module")
+def raw() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+def test_services(raw):
+    services = raw["services"]
+    images = load()["services"]
+    for name in AGENTS + ["ollama", "ollama-pull", "prometheus", "grafana"]:
+        assert name in services, f"missing service {name}"
+    assert "decomposer-2" in services  # literal name: `make chaos` kills it
+    assert images["ollama"]["image"].startswith("ollama/ollama:")
+    assert images["ollama-pull"]["image"] == images["ollama"]["image"]
+    assert images["prometheus"]["image"].startswith("prom/prometheus:")
+    assert images["grafana"]["image"].startswith("grafana/grafana:")
+
+
+def test_agents_share_one_anchored_definition():
+    """Every agent service merges (<<) the very node anchored as x-agent."""
+    root = yaml.compose(COMPOSE.read_text())
+    top = {k.value: v for k, v in root.value}
+    anchored = top["x-agent"]
+    services = {k.value: v for k, v in top["services"].value}
+    for name in AGENTS:
+        merges = [v for k, v in services[name].value if k.tag == "tag:yaml.org,2002:merge"]
+        assert merges and merges[0] is anchored, f"{name} does not use <<: *agent"
+
+
+def test_agent_definition(raw):
+    services = raw["services"]
+    images = {services[n]["image"] for n in AGENTS}
+    assert len(images) == 1, "one image for every role"
+    roles = {n: services[n]["command"] for n in AGENTS}
+    for n in AGENTS:
+        role = n.split("-")[0]
+        assert roles[n] == ["run", "--role", role], (n, roles[n])
+        assert services[n]["build"]["context"] == "."
+        assert "container_name" not in services[n]
+    strategies = [services[f"decomposer-{i}"]["environment"]["SWARM_STRATEGY"] for i in (1, 2, 3)]
+    assert len(set(strategies)) == 3 and all(strategies), strategies
+
+
+def test_agent_environment_defaults():
+    services = load()["services"]
+    for n in AGENTS:
+        env = services[n]["environment"]
+        assert env["SWARM_METRICS_PORT"] == "9100", n
+        assert env["SWARM_LOG_FORMAT"] == "json", n
+        assert env["SWARM_MDNS"] == "true", n
+        assert env["SWARM_SCORERS"] == "3", n
+        assert env["SWARM_OLLAMA_HOST"] == "http://ollama:11434", n
+        assert env["SWARM_OLLAMA_MODEL"] == "llama3.2:1b", n
+        assert env["SWARM_LLM"] == "ollama", n
+        # passed through from the caller when set; never an empty string (invalid integer)
+        assert "SWARM_QUORUM" in env and env["SWARM_QUORUM"] is None, n
+    assert services["scorer"]["deploy"] == {"mode": "replicated", "replicas": "3"}
+    assert services["executor"]["deploy"] == {"mode": "replicated", "replicas": "2"}
+    assert services["ollama-pull"]["command"] == ["pull", "llama3.2:1b"]
+
+
+def test_scorer_count_follows_scale():
+    services = load({"SCALE_SCORERS": "5", "SCALE_EXECUTORS": "4", "OLLAMA_MODEL": "qwen2.5:0.5b"})["services"]
+    assert services["scorer"]["deploy"]["replicas"] == "5"
+    assert services["executor"]["deploy"]["replicas"] == "4"
+    for n in AGENTS:
+        assert services[n]["environment"]["SWARM_SCORERS"] == "5", n
+        assert services[n]["environment"]["SWARM_OLLAMA_MODEL"] == "qwen2.5:0.5b", n
+    assert services["ollama-pull"]["command"] == ["pull", "qwen2.5:0.5b"]
+
+
+@pytest.mark.parametrize("scale,quorum_env,expected", [("3", None, 2), ("5", None, 3), ("5", "4", 4)])
+def test_agent_settings_load_from_compose_env(monkeypatch, scale, quorum_env, expected):
+    """The environment a container gets validates, and the quorum follows the scorer count."""
+    from agent.settings import load_settings
+
+    caller = {"SCALE_SCORERS": scale}
+    env = load(caller)["services"]["scorer"]["environment"]
+    for k in [k for k in os.environ if k.startswith("SWARM_")]:
+        monkeypatch.delenv(k)
+    for k, v in env.items():
+        if v is None:  # Compose passes the caller's value through, or leaves it unset
+            v = {"SWARM_QUORUM": quorum_env}.get(k)
+        if v is not None:
+            monkeypatch.setenv(k, v)
+    s = load_settings()
+    assert s.scorers == int(scale)
+    assert s.effective_quorum == expected
+
+
+def test_healthchecks(raw):
+    services = raw["services"]
+    for n in AGENTS + ["ollama", "prometheus", "grafana"]:
+        hc = services[n].get("healthcheck")
+        assert hc and isinstance(hc["test"], list) and hc["test"][0] in ("CMD", "CMD-SHELL"), n
+        assert hc.get("interval") and hc.get("retries"), n
+    agent_hc = " ".join(services["scorer"]["healthcheck"]["test"])
+    assert "127.0.0.1:9100/metrics" in agent_hc
+
+
+def test_depends_on(raw):
+    services = raw["services"]
+    for n in LLM_ROLES:
+        dep = services[n]["depends_on"]
+        assert dep["ollama-pull"]["condition"] == "service_completed_successfully", n
+    assert services["ollama-pull"]["depends_on"]["ollama"]["condition"] == "service_healthy"
+    assert "ollama-pull" not in (services["observer"].get("depends_on") or {})
+    assert "prometheus" in services["grafana"]["depends_on"]
+    for n, s in services.items():
+        for dep in s.get("depends_on") or {}:
+            assert dep in services, f"{n} depends on unknown {dep}"
+
+
+def test_single_network(raw):
+    nets = raw["networks"]
+    assert list(nets) == ["swarm"] and nets["swarm"].get("driver", "bridge") == "bridge"
+    for n, s in raw["services"].items():
+        assert s.get("networks") == ["swarm"], n
+        assert s.get("network_mode") is None, n
+
+
+def test_published_ports_are_loopback_only_and_not_on_scaled_services():
+    services = load()["services"]
+    for n, s in services.items():
+        for p in s.get("ports", []):
+            assert str(p).startswith("127.0.0.1:"), f"{n} publishes {p} on every interface"
+        if "deploy" in s:
+            assert not s.get("ports"), f"{n} is scaled: a fixed host port would clash"
+    assert services["observer"]["ports"] == ["127.0.0.1:9101:9100"]
+    assert services["prometheus"]["ports"] == ["127.0.0.1:9090:9090"]
+
+
+def test_prometheus_and_grafana_mounts(raw):
+    prom = raw["services"]["prometheus"]
+    assert "./config/prometheus.yml:/etc/prometheus/prometheus.yml:ro" in prom["volumes"]
+    assert "--config.file=/etc/prometheus/prometheus.yml" in prom["command"]
+    graf = raw["services"]["grafana"]
+    assert "./grafana/provisioning:/etc/grafana/provisioning:ro" in graf["volumes"]
+    assert any(v.startswith("./grafana/dashboards:") for v in graf["volumes"])
+    for v in prom["volumes"] + graf["volumes"]:
+        src = v.split(":")[0]
+        if src.startswith("./"):
+            assert (ROOT / src).exists(), f"mounted {src} does not exist"
+        else:
+            assert src in raw["volumes"], f"named volume {src} not declared"
+
+
+def test_example_env_lists_every_setting():
+    from agent.settings import Settings
+
+    text = (ROOT / "config" / "example.env").read_text()
+    listed = set(re.findall(r"^#?\s*(SWARM_[A-Z0-9_]+)=", text, re.M))
+    fields = {f"SWARM_{name.upper()}" for name in Settings.model_fields}
+    assert fields <= listed, f"config/example.env lacks {sorted(fields - listed)}"
+    assert listed <= fields | {"SWARM_IMAGE"}, f"unknown settings {sorted(listed - fields)}"
+
+
+def _tool_config(cmd: list[str], env: dict[str, str]) -> dict:
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("SCALE_", "SWARM_", "OLLAMA_"))}
+    full.update(env)
+    r = subprocess.run(cmd, cwd=ROOT, env=full, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = r.stdout
+    return json.loads(out) if out.lstrip().startswith("{") else yaml.safe_load(out)
+
+
+def _compose_cli() -> list[str] | None:
+    if shutil.which("docker") and subprocess.run(["docker", "compose", "version"],
+                                                 capture_output=True).returncode == 0:
+        return ["docker", "compose", "-f", str(COMPOSE), "config"]
+    venv_pc = ROOT / ".venv" / "bin" / "podman-compose"
+    pc = shutil.which("podman-compose") or (str(venv_pc) if venv_pc.exists() else None)
+    if pc and shutil.which("podman"):
+        return [pc, "-f", str(COMPOSE), "config"]
+    return None
+
+
+@pytest.mark.skipif(_compose_cli() is None, reason="neither `docker compose` nor podman-compose installed")
+def test_real_compose_tool_resolves_the_file():
+    cfg = _tool_config(_compose_cli(), {"SCALE_SCORERS": "5"})
+    services = cfg["services"]
+    assert set(AGENTS) <= set(services)
+    assert str(services["scorer"]["deploy"]["replicas"]) == "5"
+    assert str(services["decomposer-2"]["environment"]["SWARM_SCORERS"]) == "5"
+    assert services["decomposer-2"]["environment"]["SWARM_STRATEGY"]
