@@ -28,14 +28,15 @@ RUN python3 -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
 # Dependency layer: only pyproject.toml, so editing agent/ does not reinstall dependencies.
+# The build backend (build-system.requires) comes along so the code layer needs no network.
 COPY pyproject.toml ./
-RUN python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml","rb"))["project"]["dependencies"]))' > requirements.txt \
+RUN python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb")); print("\n".join(p["project"]["dependencies"] + p["build-system"]["requires"]))' > requirements.txt \
  && pip install --use-pep517 -r requirements.txt
 # Code layer. pyproject.toml names README.md as the long description: an empty one will do
 # (buildah refuses a COPY glob that matches nothing, so it is not copied).
 COPY agent/ ./agent/
 RUN touch README.md \
- && pip install --no-deps --use-pep517 . \
+ && pip install --no-deps --no-build-isolation . \
  && python -c 'import agent, sys; print("agent", agent.__version__, sys.version)'
 
 # ---- runtime: the venv on a slim base, no compiler ------------------------------------------

@@ -33,17 +33,16 @@ def replay(
         err.print(f"[red]error:[/red] cannot read {log}: {exc.strerror or exc}")
         raise typer.Exit(2)
     for b in bad:
-        err.print(f"{log}:{b.line}: skipped: {b.reason}: {b.detail}", markup=False, highlight=False)
+        print(f"{log}:{b.line}: skipped: {b.reason}: {b.detail}", file=sys.stderr)
     plan = Plan()
     for ev in events:
         try:
             plan.apply(ev)
         except Rejected as exc:
             if exc.reason.value != "duplicate":
-                err.print(f"{log}: event {ev.id[:12]} refused: {exc}", markup=False, highlight=False)
+                print(f"{log}: event {ev.id[:12]} refused: {exc}", file=sys.stderr)
     for ev, key in plan.pending_events():
-        err.print(f"{log}: event {ev.id[:12]} refused: unknown_dependency: waits for {key}",
-                  markup=False, highlight=False)
+        print(f"{log}: event {ev.id[:12]} refused: unknown_dependency: waits for {key}", file=sys.stderr)
     tree = plan.tree(now)
     if as_json:
         sys.stdout.write(orjson.dumps(tree.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -79,12 +78,12 @@ def simulate(
     log, stats, plan = run_sim(cfg)
     write_log(out, log)
     tree = plan.tree()
-    err.print(
+    print(
         f"{'done' if stats.done else 'NOT done'}: {stats.events} events, {stats.proposals} proposals "
         f"({stats.refinements} refinements), {stats.votes} votes, max round {stats.max_round}, "
         f"{stats.claims} claims, {stats.collisions} collisions, {stats.takeovers} takeovers, "
         f"{stats.crashes} crashes, {stats.virtual_ms / 1000:.1f} s virtual; digest {tree.digest}",
-        markup=False, highlight=False,
+        file=sys.stderr,
     )
     if not stats.done:
         raise typer.Exit(1)

@@ -87,17 +87,19 @@ def child_env(cfg: DemoConfig, c: Child, everyone: list[Child], idx: int) -> dic
     return env
 
 
+def start_one(cfg: DemoConfig, c: Child, children: list[Child], log_dir: Path) -> None:
+    idx = int(c.name.rsplit("-", 1)[1]) - 1
+    fh = open(log_dir / f"{c.name}.log", "ab")
+    c.proc = subprocess.Popen(
+        [sys.executable, "-m", "agent", "run"], env=child_env(cfg, c, children, idx),
+        stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+    )
+    fh.close()
+
+
 def start(cfg: DemoConfig, children: list[Child], log_dir: Path) -> None:
-    counters: dict[str, int] = {}
     for c in children:
-        idx = counters.get(c.role, 0)
-        counters[c.role] = idx + 1
-        fh = open(log_dir / f"{c.name}.log", "wb")
-        c.proc = subprocess.Popen(
-            [sys.executable, "-m", "agent", "run"], env=child_env(cfg, c, children, idx),
-            stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-        )
-        fh.close()
+        start_one(cfg, c, children, log_dir)
 
 
 def stop(children: list[Child], grace: float = 5.0) -> None:

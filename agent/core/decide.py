@@ -142,23 +142,45 @@ class VoteDraft:
     feedback: str
 
 
+def public_leader(node: NodeView, before_round: int) -> str | None:
+    """The split the previous round favoured, computed from votes every peer can see: most
+    approvals, then highest mean score, then lowest id. If its author refined it since, the
+    newest refinement stands in for it (it answers the feedback)."""
+    rv = node.rounds.get(before_round - 1)
+    if rv is None:
+        return None
+    def mean(pid: str) -> float:
+        pv = next((p for p in node.proposals if p.id == pid), None)
+        sc = pv.scores.get(before_round - 1, []) if pv else []
+        return sum(sc) / len(sc) if sc else 0.0
+    scored = [p.id for p in node.proposals if p.scores.get(before_round - 1)]
+    if not scored:
+        return None
+    leader = min(scored, key=lambda pid: (-len(rv.approvals.get(pid, ())), -mean(pid), pid))
+    author = next(p.author for p in node.proposals if p.id == leader)
+    refinements = [p for p in node.proposals if p.refines == leader and p.author == author]
+    if refinements:
+        leader = max(refinements, key=lambda p: (p.wall, p.id)).id
+    return leader
+
+
 def choose_votes(task: ScoreTask, verdicts: dict[str, Verdict]) -> list[VoteDraft]:
-    """One approval at most: the best acceptable proposal; ties (within 0.02) go to the one
-    with most approvals in earlier rounds, then the lower id, so rounds converge."""
+    """At most one approval per node per round. Round 1: the best acceptable split by this
+    scorer's own verdicts (ties within 0.02 go to the lower id). Later rounds converge: approve
+    the previous round's public leader (or its refinement) if this scorer finds it acceptable,
+    else its own best."""
     if task.leaf_round:
         return [VoteDraft(None, True, 0.5, 0.5, 0.5,
                           f"no split reached quorum in {task.round - 1} rounds; execute as it is")]
-    prior: dict[str, int] = {}
-    for r, rv in task.node.rounds.items():
-        if r < task.round:
-            for target, orders in rv.approvals.items():
-                prior[target] = prior.get(target, 0) + len(orders)
     ok = [pid for pid in task.proposals if pid in verdicts and verdicts[pid].acceptable]
     winner = None
-    if ok:
+    leader = public_leader(task.node, task.round) if task.round > 1 else None
+    if leader is not None and leader in ok:
+        winner = leader
+    elif ok:
         top = max(verdicts[p].overall for p in ok)
-        near = [p for p in ok if verdicts[p].overall >= top - 0.02]
-        winner = min(near, key=lambda p: (-prior.get(p, 0), -verdicts[p].overall, p))
+        winner = min((p for p in ok if verdicts[p].overall >= top - 0.02),
+                     key=lambda p: (-verdicts[p].overall, p))
     return [
         VoteDraft(pid, pid == winner, v.specificity, v.non_overlap, v.coverage, v.feedback)
         for pid in task.proposals
@@ -199,6 +221,6 @@ def is_done(tree: Tree, goal_id: str | None = None) -> bool:
 
 __all__ = [
     "LEAF_TARGET", "Timing", "RoundState", "round_state", "ProposeTask", "RefineTask",
-    "decomposer_tasks", "ScoreTask", "scorer_tasks", "VoteDraft", "choose_votes",
+    "decomposer_tasks", "ScoreTask", "scorer_tasks", "VoteDraft", "choose_votes", "public_leader",
     "ready_leaves", "holds_claim", "renewal_due", "path_titles", "is_done", "Sequence",
 ]

@@ -8,7 +8,6 @@ array has minItems/maxItems and every string a maxLength, so the grammar itself 
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any, Iterable
 
@@ -22,16 +21,39 @@ RESULT_MAX = 4000
 
 # Tighter bounds inside the schemas: they cap what the model may generate (and so its time).
 SCHEMA_TITLE_MAX = 80
-SCHEMA_DESCRIPTION_MAX = 200
-SCHEMA_FEEDBACK_MAX = 300
-SCHEMA_SUMMARY_MAX = 300
-SCHEMA_STEP_MAX = 160
-SCHEMA_STEPS_MAX = 6
+SCHEMA_DESCRIPTION_MAX = 160
+SCHEMA_FEEDBACK_MAX = 200
+SCHEMA_RESULT_MAX = 500
 
 SCORE_KEYS = ("specificity", "non_overlap", "coverage")
+RATING_MAX = 10  # the model rates 0..10 (integers suit a small model); parse_score maps to 0..1
 
-# Worst case seen with SmolLM2 is about 2.5 characters a token in these fields; 2 is safe.
-_CHARS_PER_TOKEN = 2
+
+def token_budget(schema: dict) -> int:
+    """Tokens that always suffice for compact JSON valid against ``schema``.
+
+    Counts one token per character of every bounded string (SmolLM2 falls to about one
+    character a token when it degenerates into digit runs, measured) plus the punctuation and
+    keys. Only bounded schemas have a budget: this raises on an unbounded array or string.
+    """
+    typ = schema.get("type")
+    if typ == "object":
+        props = schema.get("properties", {})
+        return 2 + sum(len(k) // 2 + 4 + token_budget(v) for k, v in props.items())
+    if typ == "array":
+        if "maxItems" not in schema:
+            raise ValueError("unbounded array: add maxItems")
+        return 2 + schema["maxItems"] * (token_budget(schema["items"]) + 1)
+    if typ == "string":
+        if "maxLength" not in schema and "enum" not in schema:
+            raise ValueError("unbounded string: add maxLength")
+        return 2 + schema.get("maxLength", max((len(e) for e in schema.get("enum", [""])), default=0))
+    if typ in ("integer", "number"):
+        return 8
+    if typ in ("boolean", "null"):
+        return 2
+    raise ValueError(f"no token budget for schema type {typ!r}")
+
 
 STRATEGY_HINTS = {
     "by place": "one subgoal per city, region or venue; name the place in each title",
@@ -57,10 +79,6 @@ def strategy_hint(strategy: str) -> str:
     if key in STRATEGY_HINTS:
         return STRATEGY_HINTS[key]
     return f"split it {strategy.strip()}" if strategy.strip() else "split it into distinct parts"
-
-
-def _tokens_for(chars: int) -> int:
-    return math.ceil(chars / _CHARS_PER_TOKEN)
 
 
 def _clip(text: str, limit: int) -> str:
@@ -144,12 +162,12 @@ def decompose_request(
         "Do not repeat the task title. The description says what exactly to do. "
         "atomic is true if one person can do it in one sitting."
     )
-    per_item = _tokens_for(SCHEMA_TITLE_MAX + SCHEMA_DESCRIPTION_MAX) + 16
+    schema = decomposition_schema(max_children)
     return LLMRequest(
         kind="decompose",
         system=SYSTEM_DECOMPOSE,
         prompt="\n".join(lines),
-        schema=decomposition_schema(max_children),
+        schema=schema,
         context={
             "goal": goal,
             "path": list(path),
@@ -161,7 +179,7 @@ def decompose_request(
             "previous": [dict(s) for s in previous] if previous is not None else None,
             "seed": seed,
         },
-        max_tokens=16 + max_children * per_item,
+        max_tokens=token_budget(schema),
         temperature=0.7,
         seed=seed,
     )
@@ -214,7 +232,7 @@ def _clean_text(value: Any, limit: int) -> str:
 
 
 def score_schema() -> dict:
-    rating = {"type": "integer", "minimum": 0, "maximum": 10}
+    rating = {"type": "integer", "minimum": 0, "maximum": RATING_MAX}
     return {
         "type": "object",
         "properties": {
@@ -250,11 +268,12 @@ def score_request(
         "non_overlap (no two subgoals cover the same thing), coverage (together they complete "
         "the task). In feedback name the weakest subgoal and say how to fix it."
     )
+    schema = score_schema()
     return LLMRequest(
         kind="score",
         system=SYSTEM_SCORE,
         prompt="\n".join(lines),
-        schema=score_schema(),
+        schema=schema,
         context={
             "goal": goal,
             "title": title,
@@ -264,7 +283,7 @@ def score_request(
             "scorer": scorer,
             "seed": seed,
         },
-        max_tokens=48 + _tokens_for(SCHEMA_FEEDBACK_MAX),
+        max_tokens=token_budget(schema),
         temperature=0.7,
         seed=seed,
     )
@@ -279,7 +298,7 @@ def parse_score(answer: dict) -> dict:
         value = answer.get(key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
             raise LLMBadOutput(f"score has no numeric {key!r}: {value!r}")
-        out[key] = min(1.0, max(0.0, float(value) / 10.0))
+        out[key] = min(1.0, max(0.0, float(value) / RATING_MAX))
     feedback = answer.get("feedback", "")
     out["feedback"] = _clean_text(feedback, FEEDBACK_MAX) if isinstance(feedback, str) else ""
     return out
@@ -292,15 +311,9 @@ def execution_schema() -> dict:
     return {
         "type": "object",
         "properties": {
-            "summary": {"type": "string", "minLength": 1, "maxLength": SCHEMA_SUMMARY_MAX},
-            "steps": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": SCHEMA_STEPS_MAX,
-                "items": {"type": "string", "minLength": 1, "maxLength": SCHEMA_STEP_MAX},
-            },
+            "result": {"type": "string", "minLength": 1, "maxLength": SCHEMA_RESULT_MAX},
         },
-        "required": ["summary", "steps"],
+        "required": ["result"],
         "additionalProperties": False,
     }
 
@@ -316,37 +329,33 @@ def execute_request(
     if description.strip():
         lines.append(f"Details: {_clip(description, 400)}")
     lines.append(
-        "Do this task. In summary write the outcome in one or two sentences. "
-        f"In steps list 1 to {SCHEMA_STEPS_MAX} concrete actions or facts, each different."
+        "Do this task and write the result: what you decided or found, with concrete details "
+        "(names, times, amounts). At most five sentences."
     )
-    max_chars = SCHEMA_SUMMARY_MAX + SCHEMA_STEPS_MAX * SCHEMA_STEP_MAX
+    schema = execution_schema()
     return LLMRequest(
         kind="execute",
         system=SYSTEM_EXECUTE,
         prompt="\n".join(lines),
-        schema=execution_schema(),
+        schema=schema,
         context={"goal": goal, "path": list(path), "title": title, "description": description,
                  "seed": seed},
-        max_tokens=32 + _tokens_for(max_chars) + 4 * SCHEMA_STEPS_MAX,
-        temperature=0.5,
+        max_tokens=token_budget(schema),
+        temperature=0.7,
         seed=seed,
     )
 
 
 def parse_execution(answer: dict) -> str:
-    """The task's result text, 1..4000 characters."""
+    """The task's result text, 1..4000 characters (line breaks kept, other runs of blanks
+    collapsed)."""
     if not isinstance(answer, dict):
         raise LLMBadOutput(f"execution result is not an object: {type(answer).__name__}")
-    summary = _clean_text(answer.get("summary"), RESULT_MAX)
-    raw_steps = answer.get("steps")
-    steps: list[str] = []
-    if isinstance(raw_steps, list):
-        for step in raw_steps:
-            text = _clean_text(step, SCHEMA_STEP_MAX * 2)
-            if text and text not in steps:
-                steps.append(text)
-    lines = ([summary] if summary else []) + [f"- {s}" for s in steps]
-    text = "\n".join(lines).strip()
+    raw = answer.get("result")
+    if not isinstance(raw, str):
+        raise LLMBadOutput("execution result has no 'result' text")
+    lines = [" ".join(line.split()) for line in raw.splitlines()]
+    text = "\n".join(line for line in lines if line).strip()
     if not text:
         raise LLMBadOutput("execution result is empty")
     if len(text) > RESULT_MAX:

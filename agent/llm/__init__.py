@@ -1,0 +1,96 @@
+"""The LLM layer: one interface (``LLM.generate``), three backends, and the prompts.
+
+- ``ollama``: the real path (official client, JSON-schema structured output).
+- ``llamacpp``: embedded llama.cpp (xllamacpp) with the SmolLM2 GGUF shipped in a wheel;
+  the fallback when no Ollama server has the model.
+- ``scripted``: a deterministic test double for protocol tests, simulations and benchmarks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from agent.llm.base import (
+    LLM,
+    LLMBadOutput,
+    LLMError,
+    LLMRequest,
+    LLMUnavailable,
+    ModelMissing,
+    validate,
+)
+from agent.llm.prompts import (
+    decompose_request,
+    execute_request,
+    parse_decomposition,
+    parse_execution,
+    parse_score,
+    score_request,
+)
+from agent.llm.scripted import ScriptedLLM, scripted_answer
+
+__all__ = [
+    "LLM",
+    "LLMBadOutput",
+    "LLMError",
+    "LLMRequest",
+    "LLMUnavailable",
+    "ModelMissing",
+    "ScriptedLLM",
+    "decompose_request",
+    "execute_request",
+    "make_llm",
+    "parse_decomposition",
+    "parse_execution",
+    "parse_score",
+    "score_request",
+    "scripted_answer",
+    "validate",
+]
+
+PROBE_TIMEOUT = 2.0
+
+
+async def make_llm(settings: Any) -> LLM:
+    """The backend ``settings.llm`` asks for; "auto" prefers Ollama if it has the model."""
+    log = structlog.get_logger()
+    choice = settings.llm
+    if choice == "scripted":
+        log.warning("llm.selected", backend="scripted", latency=settings.scripted_latency,
+                    reason="SWARM_LLM=scripted: a test double, not a real model")
+        return ScriptedLLM(latency=settings.scripted_latency)
+    if choice == "ollama":
+        from agent.llm.ollama_backend import OllamaLLM
+
+        llm: LLM = OllamaLLM.from_settings(settings)
+        log.info("llm.selected", backend="ollama", model=llm.model, host=settings.ollama_host,
+                 reason="SWARM_LLM=ollama")
+        return llm
+    if choice == "llamacpp":
+        from agent.llm.llamacpp_backend import LlamaCppLLM
+
+        llm = LlamaCppLLM.from_settings(settings)
+        log.info("llm.selected", backend="llamacpp", model=llm.model, reason="SWARM_LLM=llamacpp")
+        return llm
+    if choice != "auto":
+        raise ValueError(f"unknown LLM backend {choice!r}")
+
+    from agent.llm.llamacpp_backend import LlamaCppLLM
+    from agent.llm.ollama_backend import OllamaLLM
+
+    ollama_llm = OllamaLLM.from_settings(settings)
+    usable, why = await ollama_llm.probe(timeout=min(PROBE_TIMEOUT, settings.llm_timeout))
+    if usable:
+        log.info("llm.selected", backend="ollama", model=ollama_llm.model,
+                 host=settings.ollama_host, reason=why)
+        return ollama_llm
+    await ollama_llm.aclose()
+    try:
+        llm = LlamaCppLLM.from_settings(settings)
+    except ModelMissing as exc:
+        raise ModelMissing(f"no usable LLM: {why}; and the embedded model is missing: {exc}") from exc
+    log.info("llm.selected", backend="llamacpp", model=llm.model,
+             reason=f"{why}; falling back to the embedded llama.cpp model")
+    return llm

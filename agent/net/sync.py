@@ -1,0 +1,127 @@
+"""Sync: pull a peer's event log in pages over a libp2p request/response protocol.
+
+Request  {"epoch": <str|null>, "cursor": int, "limit": int}
+Response {"epoch": str, "events": [str, ...], "next": int, "total": int}
+
+The server only reads its store. A page starts at ``cursor`` unless the requester named
+another epoch (the log was wiped/recreated) or a cursor past the end; then it starts at 0.
+The requester can tell where a page starts (``next - len(events)``) and keeps a per-peer
+(epoch, cursor) in memory. Because a peer's store holds only what it accepted, in acceptance
+order, pulling it in order delivers dependencies before dependents.
+
+Pages are capped by count (``MAX_PAGE``) and by encoded bytes (``MAX_PAGE_BYTES``), far
+below the library's 10 MiB response limit (events are at most 64 KiB each).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from .store import EventStore
+
+__all__ = [
+    "DEFAULT_PAGE", "MAX_PAGE", "MAX_PAGE_BYTES", "OrjsonCodec", "PeerCursor", "SyncProtocolError",
+    "build_page", "check_response", "parse_request", "sync_protocol_id",
+]
+
+DEFAULT_PAGE = 200
+MAX_PAGE = 1000
+MAX_PAGE_BYTES = 4 * 1024 * 1024  # encoded; the response limit is 10 MiB
+
+
+def sync_protocol_id(swarm: str) -> str:
+    """Per swarm, so a peer of another swarm on the same LAN answers "not supported"."""
+    return f"/swarm/{swarm}/sync/1"
+
+
+class SyncProtocolError(ValueError):
+    """A request or response that does not follow the protocol."""
+
+
+class OrjsonCodec:
+    """JSON codec for libp2p's RequestResponse (orjson: fast, UTF-8, no ASCII escaping)."""
+
+    def encode_request(self, request: Any) -> bytes:
+        return orjson.dumps(request)
+
+    def decode_request(self, payload: bytes) -> Any:
+        return orjson.loads(payload)
+
+    def encode_response(self, response: Any) -> bytes:
+        return orjson.dumps(response)
+
+    def decode_response(self, payload: bytes) -> Any:
+        return orjson.loads(payload)
+
+
+def _int(obj: dict, key: str, lo: int, hi: int) -> int:
+    v = obj.get(key)
+    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+        raise SyncProtocolError(f"{key!r} must be an integer in [{lo}, {hi}], got {v!r}")
+    return v
+
+
+def parse_request(req: Any) -> tuple[str | None, int, int]:
+    if not isinstance(req, dict):
+        raise SyncProtocolError("request must be a JSON object")
+    epoch = req.get("epoch")
+    if epoch is not None and (not isinstance(epoch, str) or len(epoch) > 64):
+        raise SyncProtocolError("'epoch' must be a short string or null")
+    cursor = _int(req, "cursor", 0, 2**53)
+    limit = _int(req, "limit", 1, 2**31)
+    return epoch, cursor, min(limit, MAX_PAGE)
+
+
+def build_page(store: EventStore, req: Any) -> dict[str, Any]:
+    """The server side: one page of our log. Raises SyncProtocolError for a bad request."""
+    epoch, cursor, limit = parse_request(req)
+    total = len(store)
+    start = cursor
+    if (epoch is not None and epoch != store.epoch) or cursor > total:
+        start = 0
+    events: list[str] = []
+    size = 0
+    for raw in store.read_from(start, limit):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = raw.decode("utf-8", "replace")  # the requester's verification rejects it
+        cost = len(orjson.dumps(text)) + 1
+        if events and size + cost > MAX_PAGE_BYTES:
+            break
+        events.append(text)
+        size += cost
+    return {"epoch": store.epoch, "events": events, "next": start + len(events), "total": total}
+
+
+def check_response(resp: Any) -> tuple[str, list[str], int, int]:
+    """The client side: validate the shape of a page."""
+    if not isinstance(resp, dict):
+        raise SyncProtocolError("response must be a JSON object")
+    epoch = resp.get("epoch")
+    if not isinstance(epoch, str) or not epoch or len(epoch) > 64:
+        raise SyncProtocolError("'epoch' must be a non-empty short string")
+    events = resp.get("events")
+    if not isinstance(events, list) or not all(isinstance(e, str) for e in events):
+        raise SyncProtocolError("'events' must be a list of strings")
+    nxt = _int(resp, "next", 0, 2**53)
+    total = _int(resp, "total", 0, 2**53)
+    if nxt < len(events) or nxt > total:
+        raise SyncProtocolError(f"inconsistent page: next={nxt} events={len(events)} total={total}")
+    return epoch, events, nxt, total
+
+
+@dataclass
+class PeerCursor:
+    """How far we have pulled one peer's log (in memory only)."""
+
+    epoch: str | None = None
+    cursor: int = 0
+    total: int = 0
+    pulled: int = 0  # events received from this peer, all syncs
+    new: int = 0  # of which were new to us
+    pages: int = 0  # pages received, all syncs
+    resets: int = 0  # times the peer's log changed under us (new epoch / shorter log)

@@ -1,0 +1,125 @@
+#!/usr/bin/env python3
+"""`make chaos`: submit a goal, kill decomposer-2 once the plan is in progress, and follow the
+plan until its root is done. Standard library only (runs on the host, outside the venv).
+
+  python3 mk/chaos.py --compose "docker compose" --goal "Plan a two-week trip to Japan"
+
+Also imported by tests/test_cluster_podman.py (compose_cmd/observe/find_goal/summary).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import time
+from collections import Counter
+
+# A second process inside a running agent's container must not take the agent's ports or its
+# data directory: give it an ephemeral libp2p port, no metrics server and its own store.
+ONE_SHOT_ENV = {"SWARM_LISTEN_PORT": "0", "SWARM_METRICS_PORT": "0"}
+
+
+def compose_cmd(compose: str | list[str], *args: str) -> list[str]:
+    base = shlex.split(compose) if isinstance(compose, str) else list(compose)
+    return base + list(args)
+
+
+def exec_agent(compose, service: str, agent_args: list[str], data_dir: str,
+               timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    flags: list[str] = []
+    for k, v in {**ONE_SHOT_ENV, "SWARM_DATA_DIR": data_dir, **(env or {})}.items():
+        flags += ["-e", f"{k}={v}"]
+    cmd = compose_cmd(compose, "exec", "-T", *flags, service, "python", "-m", "agent", *agent_args)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def submit(compose, goal: str, service: str = "observer") -> None:
+    r = exec_agent(compose, service, ["submit", goal], "/tmp/swarm-submit")
+    if r.returncode != 0:
+        raise RuntimeError(f"submit failed ({r.returncode}): {r.stderr.strip()[-2000:]}")
+
+
+def observe(compose, service: str = "observer", timeout: float = 120) -> dict:
+    """The plan tree JSON as `observe --once --json` prints it (top-level digest, goals)."""
+    r = exec_agent(compose, service, ["observe", "--once", "--json"], "/tmp/swarm-observe",
+                   timeout=timeout)
+    if r.returncode != 0:
+        raise RuntimeError(f"observe failed ({r.returncode}): {r.stderr.strip()[-2000:]}")
+    out = r.stdout
+    return json.loads(out[out.index("{"):])
+
+
+def find_goal(tree: dict, goal: str) -> dict | None:
+    """The root node for `goal` (by title; else the last goal), or None."""
+    goals = tree.get("goals") or ([tree["root"]] if tree.get("root") else [])
+    for g in goals:
+        if g.get("title") == goal:
+            return g
+    return goals[-1] if goals else None
+
+
+def walk(node: dict):
+    yield node
+    for c in node.get("children") or []:
+        yield from walk(c)
+
+
+def summary(node: dict) -> str:
+    states = Counter(n.get("state", "?") for n in walk(node))
+    return f"root={node.get('state')} nodes={sum(states.values())} " + " ".join(
+        f"{k}={v}" for k, v in sorted(states.items()))
+
+
+def in_progress(node: dict | None) -> bool:
+    return node is not None and (bool(node.get("children")) or node.get("state") not in (None, "open"))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--compose", required=True, help='e.g. "docker compose -f docker-compose.yml"')
+    ap.add_argument("--goal", default="Plan a two-week trip to Japan")
+    ap.add_argument("--victim", default="decomposer-2")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds until the root is done")
+    ap.add_argument("--poll", type=float, default=5)
+    a = ap.parse_args()
+
+    t0 = time.monotonic()
+
+    def say(msg: str) -> None:
+        print(f"[{time.monotonic() - t0:7.1f}s] {msg}", flush=True)
+
+    say(f"submitting: {a.goal!r}")
+    submit(a.compose, a.goal)
+    killed = False
+    last = ""
+    while time.monotonic() - t0 < a.timeout:
+        try:
+            tree = observe(a.compose)
+        except (RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
+            say(f"observe: {exc}")
+            time.sleep(a.poll)
+            continue
+        node = find_goal(tree, a.goal)
+        line = "goal not seen yet" if node is None else summary(node)
+        if line != last:
+            say(f"{line}  digest={tree.get('digest', '?')[:12]}")
+            last = line
+        if not killed and in_progress(node):
+            say(f"plan in progress: killing {a.victim}")
+            r = subprocess.run(compose_cmd(a.compose, "kill", a.victim), capture_output=True, text=True)
+            if r.returncode != 0:
+                say(f"kill failed: {r.stderr.strip()[-500:]}")
+            killed = True
+        if node is not None and node.get("state") == "done":
+            say(f"root done (killed {a.victim}: {killed}); digest {tree.get('digest')}")
+            return 0
+        time.sleep(a.poll)
+    say(f"timeout after {a.timeout:.0f}s: root not done")
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

