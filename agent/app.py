@@ -13,7 +13,7 @@ import trio
 from agent import metrics
 from agent.core.events import Goal, Hello, PlanParams
 from agent.llm.base import LLMError
-from agent.roles.common import Backoff
+from agent.roles.common import Backoff, declare_llm_series
 from agent.runtime import Runtime
 from agent.settings import Settings
 
@@ -51,7 +51,7 @@ async def serve(settings: Settings, role: str) -> None:
 
     rt = Runtime(settings, role)
     metrics.set_agent_info(role, settings.swarm)
-    metrics.start_metrics_server(settings.metrics_port)
+    metrics.start_metrics_server(settings.metrics_port, settings.metrics_host)
     loop = importlib.import_module(ROLE_LOOPS[role]).run
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_until_signal, nursery.cancel_scope, rt.log)
@@ -60,6 +60,7 @@ async def serve(settings: Settings, role: str) -> None:
         llm = None
         if role != "observer":
             llm = await _llm_with_retry(settings, rt.log)
+            declare_llm_series(role, llm.backend)
             await rt.publish(Hello(role=role, name=settings.name or ""))
         try:
             await loop(rt, llm)

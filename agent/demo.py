@@ -38,6 +38,7 @@ class DemoConfig:
     timeout: float = 1800.0
     out_dir: Path | None = None
     scripted_latency: float = 0.2
+    metrics: bool = False  # give every agent a /metrics port on 127.0.0.1
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -48,6 +49,7 @@ class Child:
     port: int
     peer_id: str
     data_dir: Path
+    metrics_port: int = 0
     proc: subprocess.Popen | None = None
 
     @property
@@ -68,7 +70,8 @@ def plan_children(cfg: DemoConfig, root: Path) -> list[Child]:
         for i in range(n):
             name = f"{role}-{i + 1}"
             d = root / name
-            out.append(Child(name, role, free_port(), load_identity(d).peer_id, d))
+            out.append(Child(name, role, free_port(), load_identity(d).peer_id, d,
+                             free_port() if cfg.metrics else 0))
     return out
 
 
@@ -79,7 +82,8 @@ def child_env(cfg: DemoConfig, c: Child, everyone: list[Child], idx: int) -> dic
         "SWARM_DATA_DIR": str(c.data_dir), "SWARM_LISTEN_HOST": "127.0.0.1",
         "SWARM_LISTEN_PORT": str(c.port), "SWARM_MDNS": "true" if cfg.mdns else "false",
         "SWARM_PEERS": "" if cfg.mdns else ",".join(o.addr for o in everyone if o is not c),
-        "SWARM_LLM": cfg.llm, "SWARM_LOG_FORMAT": "json", "SWARM_METRICS_PORT": "0",
+        "SWARM_LLM": cfg.llm, "SWARM_LOG_FORMAT": "json", "SWARM_METRICS_PORT": str(c.metrics_port),
+        "SWARM_METRICS_HOST": "127.0.0.1",
         "SWARM_SCORERS": str(cfg.scorers), "SWARM_SCRIPTED_LATENCY": str(cfg.scripted_latency),
         "SWARM_STRATEGY": DEFAULT_STRATEGIES[idx % len(DEFAULT_STRATEGIES)],
     })

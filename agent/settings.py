@@ -31,6 +31,7 @@ class Settings(BaseSettings):
     reconnect_interval: float = Field(5.0, gt=0)
     sync_interval: float = Field(10.0, gt=0)
     metrics_port: int = Field(0, ge=0, le=65535, description="0 disables the /metrics endpoint")
+    metrics_host: str = "0.0.0.0"
 
     # logging
     log_format: Literal["auto", "json", "console"] = "auto"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 
+import httpx
 import pytest
 import trio
 
@@ -96,7 +97,7 @@ async def test_a_corrupt_gguf_fails_to_load_cleanly(tmp_path):
 @needs_model
 async def test_decompose_with_the_real_model(llm):
     req = decompose_request(goal=GOAL, path=[GOAL], title=GOAL, description="",
-                            strategy="by place", max_children=4, seed=1)
+                            strategy="by place", max_children=4, seed=2)
     answer = await llm.generate(req)
     assert schema_errors(answer, req.schema) == []
     subgoals = answer["subgoals"]
@@ -107,6 +108,18 @@ async def test_decompose_with_the_real_model(llm):
     assert llm.load_seconds is not None and llm.load_seconds < 30
     assert llm.last_timings["completion_tokens"] > 0
     assert llm.last_timings["finish_reason"] == "stop"  # the grammar ended it, not max_tokens
+
+
+@pytest.mark.slow
+@needs_model
+async def test_the_in_process_server_is_loopback_only_and_needs_a_key(llm):
+    await llm.load()
+    address = llm._server.listening_address
+    assert address.startswith("http://127.0.0.1:")
+    async with httpx.AsyncClient(timeout=10) as client:
+        resp = await client.post(f"{address}/v1/chat/completions",
+                                 json={"messages": [{"role": "user", "content": "hi"}]})
+    assert resp.status_code == 401
 
 
 @pytest.mark.slow

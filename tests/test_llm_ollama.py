@@ -10,7 +10,7 @@ import ollama
 import pytest
 from structlog.testing import capture_logs
 
-from agent.llm import make_llm
+from agent.llm import generate_parsed, make_llm
 from agent.llm.base import LLMBadOutput, LLMError, LLMUnavailable, ModelMissing, schema_errors
 from agent.llm.llamacpp_backend import LlamaCppLLM
 from agent.llm.ollama_backend import OllamaLLM, model_matches
@@ -136,6 +136,20 @@ async def test_always_invalid_gives_bad_output_after_all_attempts(fake):
     with pytest.raises(LLMBadOutput, match="after 3 attempts"):
         await llm.generate(decompose())
     assert len(fake.chat_requests()) == 3
+
+
+async def test_generate_parsed_asks_again_when_the_split_is_unusable(fake):
+    llm = make(fake.url, retries=0)
+    same = {"subgoals": [{"title": "Japan", "description": "", "atomic": True}] * 2}
+    fake.replies.extend([same, GOOD_SPLIT])
+    parse = lambda a: parse_decomposition(a, max_children=4)  # noqa: E731
+    assert [s["title"] for s in await generate_parsed(llm, decompose(seed=3), parse)] == \
+        ["Tokyo", "Kyoto"]
+    assert [r["options"]["seed"] for r in fake.chat_requests()] == [3, 3 + 104_729]
+    fake.replies.extend([same] * 3)
+    with pytest.raises(LLMBadOutput, match="at least 2"):
+        await generate_parsed(llm, decompose(), parse, attempts=3)
+    assert len(fake.chat_requests()) == 5
 
 
 async def test_server_errors_are_retried_and_client_errors_are_not(fake):

@@ -78,22 +78,23 @@ def test_walk_bounded_catches_unbounded_schemas():
         token_budget({"type": "string"})
 
 
+def max_string_chars(schema: dict) -> int:
+    """Characters in the longest possible strings of an answer."""
+    typ = schema.get("type")
+    if typ == "string":
+        return schema["maxLength"]
+    if typ == "array":
+        return schema["maxItems"] * max_string_chars(schema["items"])
+    if typ == "object":
+        return sum(max_string_chars(v) for v in schema["properties"].values())
+    return 0
+
+
 def test_max_tokens_cover_the_worst_case_answer():
     for req in all_requests():
         assert req.max_tokens == token_budget(req.schema)
-        # one token per character of every string at its maximum length, at least
-        chars = 0
-        def strings(s):
-            nonlocal chars
-            if s.get("type") == "string":
-                return s["maxLength"]
-            if s.get("type") == "array":
-                return s["maxItems"] * strings(s["items"])
-            if s.get("type") == "object":
-                return sum(strings(v) for v in s["properties"].values())
-            return 0
-        chars = strings(req.schema)
-        assert req.max_tokens > chars
+        # at least one token per character of every string at its maximum length
+        assert req.max_tokens > max_string_chars(req.schema)
 
 
 def test_decompose_request_carries_prompt_and_context():
@@ -121,7 +122,8 @@ def test_decompose_request_for_a_refinement_shows_previous_split_and_feedback():
                             feedback=("Osaka food is vague",))
     assert "Tokyo sights" in req.prompt and "Osaka food is vague" in req.prompt
     assert "better split" in req.prompt
-    assert req.context["previous"] == previous and req.context["feedback"] == ["Osaka food is vague"]
+    assert req.context["previous"] == previous
+    assert req.context["feedback"] == ["Osaka food is vague"]
 
 
 def test_decompose_request_rejects_max_children_below_two():

@@ -190,8 +190,10 @@ def test_scorers_disagree_sometimes():
     splits_differ = 0
     for goal in GOALS:
         a, b = split(goal=goal, strategy="by place"), split(goal=goal, strategy="by activity")
-        prefer_a = [total(score(a, f"peer-{i}", title=goal)) > total(score(b, f"peer-{i}", title=goal))
-                    for i in range(15)]
+        prefer_a = [
+            total(score(a, f"peer-{i}", title=goal)) > total(score(b, f"peer-{i}", title=goal))
+            for i in range(15)
+        ]
         if 0 < sum(prefer_a) < 15:
             splits_differ += 1
     assert splits_differ >= 2

@@ -139,3 +139,20 @@ async def test_invalid_messages_rejected_by_validator_and_not_forwarded(tmp_path
         for node in (b, c, a):  # ingest only ever saw the valid event
             assert [raw for raw, _ in node.rt.calls] == [valid.raw]
             assert node.rt.rejected == []
+
+
+async def test_port_in_use_is_reported(tmp_path):
+    import socket
+
+    from agent.net import ListenError
+
+    with socket.socket() as s:  # libp2p binds with SO_REUSEPORT and only logs a failure
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        node = Node("p", tmp_path, listen_port=s.getsockname()[1])
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                with pytest.raises(ListenError, match="cannot listen on"):
+                    await nursery.start(node.net.run)
+    assert not node.net.running and node.net.listen_addrs == []
+    node.store.close()

@@ -84,7 +84,7 @@ def test_build_page_cursor_epoch_and_limits(tmp_path):
 
 
 def test_build_page_caps_bytes(tmp_path):
-    st = EventStore(tmp_path / "big.jsonl")
+    st = EventStore(tmp_path / "big.jsonl", fsync=False)
     big = [sign_event(ident(f"g{i}"), Timestamp(T0 + i, 0),
                       Goal(title="t", description='"\\' * 900, params=params()))
            for i in range(40)]
@@ -205,3 +205,27 @@ async def test_restart_with_same_key_reconnects_and_resumes(tmp_path):
             await wait_for(lambda: reborn[0].id in a.rt.ids, 10, "A pulled the new log")
             cur = a.net.cursors[b.net.peer_id]
             assert cur.epoch == b.store.epoch and cur.cursor == 1 and cur.resets >= 1
+
+
+async def test_failing_ingest_stops_that_sync_but_not_the_network(tmp_path):
+    evs = history(12)
+    b = Node("b", tmp_path, sync_interval=3600, sync_page=5)
+    _fill(b.store, evs)
+    c = Node("c", tmp_path, sync_interval=3600, sync_page=5)
+    real_ingest, failures = c.rt.ingest, []
+
+    async def flaky(raw, source):
+        if len(c.rt.order) == 7 and not failures:  # e.g. the disk filled up once
+            failures.append(source)
+            raise OSError(28, "No space left on device")
+        return await real_ingest(raw, source)
+
+    async with running(b.net):
+        c.net = c.make_net(ingest=flaky, peers=[b.addr])
+        async with running(c.net):
+            await wait_for(lambda: failures, 10, "the failing ingest")
+            assert c.net.running and c.net.stats["ingest_errors"] == 1
+            assert len(c.rt.order) == 7
+            # the failed page is pulled again on the next sync; nothing is skipped
+            assert await c.net.sync_from(b.net.peer_id) == 5
+            assert c.rt.order == [e.id for e in evs]

@@ -19,6 +19,7 @@ from agent.llm.base import (
     LLMRequest,
     LLMUnavailable,
     ModelMissing,
+    generate_parsed,
     validate,
 )
 from agent.llm.prompts import (
@@ -41,6 +42,7 @@ __all__ = [
     "ScriptedLLM",
     "decompose_request",
     "execute_request",
+    "generate_parsed",
     "make_llm",
     "parse_decomposition",
     "parse_execution",
@@ -90,7 +92,9 @@ async def make_llm(settings: Any) -> LLM:
     try:
         llm = LlamaCppLLM.from_settings(settings)
     except ModelMissing as exc:
-        raise ModelMissing(f"no usable LLM: {why}; and the embedded model is missing: {exc}") from exc
+        raise ModelMissing(
+            f"no usable LLM: {why}; and the embedded model is missing: {exc}"
+        ) from exc
     log.info("llm.selected", backend="llamacpp", model=llm.model,
              reason=f"{why}; falling back to the embedded llama.cpp model")
     return llm

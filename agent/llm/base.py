@@ -8,10 +8,13 @@ hierarchy below, so a role only ever has to handle ``LLMError`` (and may retry
 from __future__ import annotations
 
 import abc
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping, TypeVar
+
+T = TypeVar("T")
 
 RequestKind = Literal["decompose", "score", "execute"]
 
@@ -57,6 +60,24 @@ class LLM(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} backend={self.backend} model={self.model}>"
+
+
+async def generate_parsed(
+    llm: LLM, req: LLMRequest, parse: Callable[[dict], T], *, attempts: int = 3
+) -> T:
+    """``parse(await llm.generate(req))``, asking again with another seed when ``parse``
+    rejects a schema-valid answer (e.g. a small model's split whose titles are all the same).
+    Raises the last ``LLMBadOutput`` after ``attempts`` answers."""
+    last: LLMBadOutput | None = None
+    for n in range(max(1, attempts)):
+        seed = None if req.seed is None else (req.seed + 104_729 * n) % (2**31)
+        attempt = req if n == 0 else dataclasses.replace(req, seed=seed)
+        try:
+            return parse(await llm.generate(attempt))
+        except LLMBadOutput as exc:
+            last = exc
+    assert last is not None
+    raise last
 
 
 # ---------------------------------------------------------------------------------------------

@@ -111,7 +111,7 @@ class LlamaCppLLM(LLM):
             threads=settings.llamacpp_threads,
             ctx=settings.llamacpp_ctx,
             timeout=settings.llm_timeout,
-            retries=min(settings.llm_retries, 5),
+            retries=min(settings.llm_retries, 2),  # a bad answer is retried a couple of times
         )
 
     # -------------------------------------------------------------------------- loading
@@ -206,6 +206,9 @@ class LlamaCppLLM(LLM):
                 await self._load_locked()
                 server = self._server
                 start = time.perf_counter()
+                # On timeout or cancellation the worker thread is abandoned and finishes its
+                # call in the background; the handler is thread-safe (llama.cpp's HTTP
+                # threads share it), so a later call just queues behind it in llama.cpp.
                 try:
                     with trio.fail_after(self.timeout):
                         resp = await trio.to_thread.run_sync(

@@ -98,7 +98,8 @@ class OllamaLLM(LLM):
         names = [m.model for m in listing.models]
         if any(model_matches(n, self.model) for n in names):
             return True, f"Ollama at {self.host} has {self.model}"
-        return False, str(self._missing()) + f" (it has: {', '.join(n for n in names if n) or 'no models'})"
+        present = ", ".join(n for n in names if n) or "no models"
+        return False, f"{self._missing()} (it has: {present})"
 
     async def generate(self, req: LLMRequest) -> dict:
         attempts = self.retries + 1
@@ -154,7 +155,9 @@ class OllamaLLM(LLM):
         except httpx.TransportError as exc:  # read errors, protocol errors, httpx timeouts
             raise self._unreachable(f"{type(exc).__name__}: {exc}") from None
         except ValueError as exc:  # the server's envelope was not JSON / not a chat response
-            raise LLMBadOutput(f"Ollama at {self.host} sent an unreadable response: {exc}") from None
+            raise LLMBadOutput(
+                f"Ollama at {self.host} sent an unreadable response: {exc}"
+            ) from None
         self.last_timings = {
             "completion_tokens": resp.eval_count,
             "prompt_tokens": resp.prompt_eval_count,

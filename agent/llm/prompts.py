@@ -47,7 +47,8 @@ def token_budget(schema: dict) -> int:
     if typ == "string":
         if "maxLength" not in schema and "enum" not in schema:
             raise ValueError("unbounded string: add maxLength")
-        return 2 + schema.get("maxLength", max((len(e) for e in schema.get("enum", [""])), default=0))
+        longest_enum = max((len(str(e)) for e in schema.get("enum", [])), default=0)
+        return 2 + schema.get("maxLength", longest_enum)
     if typ in ("integer", "number"):
         return 8
     if typ in ("boolean", "null"):
@@ -71,7 +72,9 @@ SYSTEM_SCORE = (
     "You review how a task was split into subgoals and rate the split strictly. "
     "Answer only with JSON."
 )
-SYSTEM_EXECUTE = "You carry out one small task of a plan and report the result. Answer only with JSON."
+SYSTEM_EXECUTE = (
+    "You carry out one small task of a plan and report the result. Answer only with JSON."
+)
 
 
 def strategy_hint(strategy: str) -> str:
@@ -262,7 +265,8 @@ def score_request(
     lines.append(f"It was split {_clip(strategy, 40)} into:")
     for i, sub in enumerate(subgoals[:12], 1):
         desc = _clip(sub.get("description", ""), 120)
-        lines.append(f"{i}. {_clip(sub.get('title', ''), SCHEMA_TITLE_MAX)}" + (f": {desc}" if desc else ""))
+        head = f"{i}. {_clip(sub.get('title', ''), SCHEMA_TITLE_MAX)}"
+        lines.append(f"{head}: {desc}" if desc else head)
     lines.append(
         "Rate the split from 0 (bad) to 10 (good): specificity (each subgoal is concrete), "
         "non_overlap (no two subgoals cover the same thing), coverage (together they complete "

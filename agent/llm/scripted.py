@@ -11,7 +11,8 @@ against ``req.schema``; the same context always gives the same answer, in any pr
   A refinement (context has previous or feedback) keeps the facets, makes every description
   specific ("... Done when ...") and adds a facet if there is room, so it scores higher.
 - score: specificity from description lengths, non_overlap from title word overlap, coverage
-  from the count and refinement, each moved by up to ±0.15 by a hash of (scorer, titles), so
+  from the count and whether most descriptions are detailed (>= 100 chars), each moved
+  by up to ±0.15 by a hash of (scorer, titles), so
   scorers sometimes disagree about competing splits. Feedback names the weakest point.
 - execute: a few deterministic lines about the task.
 """

@@ -6,11 +6,11 @@ only when it runs.
 
 from .store import EventStore, StoreError
 
-__all__ = ["EventStore", "IngestFn", "Network", "StoreError", "gossip_topic", "sync_protocol_id"]
+__all__ = ["EventStore", "IngestFn", "ListenError", "Network", "StoreError", "gossip_topic", "sync_protocol_id"]
 
 
 def __getattr__(name: str):  # lazy: keep `import agent.net` cheap for store-only users
-    if name in ("Network", "IngestFn", "gossip_topic", "NetworkNotRunning", "make_gossipsub"):
+    if name in ("Network", "IngestFn", "ListenError", "gossip_topic", "make_gossipsub"):
         from . import host
 
         return getattr(host, name)

@@ -37,11 +37,24 @@ def _up_interfaces() -> set[str] | None:
         return None
 
 
+_ips_cache: tuple[float, list[str]] | None = None
+
+
 def concrete_ips(listen_host: str) -> list[str]:
     """The IPv4 addresses a wildcard listener is reachable on: interface addresses first,
-    127.0.0.1 last. A concrete listen_host is returned as it is."""
+    127.0.0.1 last (cached 5 s). A concrete listen_host is returned as it is."""
+    global _ips_cache
     if listen_host not in _WILDCARDS:
         return [listen_host]
+    now = time.monotonic()
+    if _ips_cache is not None and now - _ips_cache[0] < 5.0:
+        return list(_ips_cache[1])
+    found = _interface_ips()
+    _ips_cache = (now, found)
+    return list(found)
+
+
+def _interface_ips() -> list[str]:
     import ifaddr  # a zeroconf dependency
 
     up = _up_interfaces()
@@ -126,14 +139,22 @@ class PeerBook:
         """Returns True if the peer is new or its addresses changed."""
         known = self.peers.get(peer_id)
         if known is None:
-            self.peers[peer_id] = KnownPeer(peer_id, list(addrs), static, Backoff(self.interval))
+            cap = max(30.0, 6 * self.interval)
+            self.peers[peer_id] = KnownPeer(peer_id, list(addrs), static,
+                                            Backoff(self.interval, cap=cap))
             return True
-        changed = False
-        for a in addrs:
-            if a not in known.addrs:
-                known.addrs.append(a)
-                changed = True
-        known.static = known.static or static
+        if static:  # configured addresses accumulate
+            new = [a for a in addrs if a not in known.addrs]
+            known.addrs.extend(new)
+            known.static = True
+            changed = bool(new)
+        elif known.static:  # a static peer also seen on mDNS: keep both
+            new = [a for a in addrs if a not in known.addrs]
+            known.addrs.extend(new)
+            changed = bool(new)
+        else:  # mDNS gives the current set: a restarted peer may have a new port
+            changed = list(addrs) != known.addrs
+            known.addrs = list(addrs)
         if changed:
             known.backoff.reset()
         return changed

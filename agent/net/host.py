@@ -10,15 +10,21 @@ py-libp2p 0.8.1 pitfalls handled here (see shared/notes/libp2p.md):
   counts our own publishes);
 - Pubsub and GossipSub services start *before* ``host.run`` (crash otherwise);
 - the subscription channel holds 32 messages: a reader task drains it into a large inbox;
+- a per-peer outbound queue holds 32 RPCs and drops the rest silently: ``publish`` waits
+  while a live peer's queue is over half full (a burst of publishes lost 8 of 40 without);
 - the library's bootstrap gives up after 3 failures: our own reconnect loop, with backoff,
   which also lifts the swarm's 60 s dial negative-cache before each attempt;
 - pubsub seqnos start at time() in *seconds*: a peer restarted with the same key after
-  publishing faster than 1 msg/s would reuse seqnos its peers saw (dropped as duplicates or
-  "equivocation"). We start the counter at time_ns();
-- host.run() does not stop mDNS when it is cancelled: we stop zeroconf ourselves (in a
-  worker thread: it joins zeroconf's threads) and unregister our discovery handler;
-- mDNS advertises the raw listen address: with 0.0.0.0 that makes peers dial themselves. We
-  advertise concrete interface addresses instead.
+  publishing faster than 1 msg/s reuses seqnos its peers saw, and they drop its new messages
+  as already seen (reproduced in tests). We start the counter at time_ns();
+- cancelling ``host.run`` skips the library's teardown: the TCP listener (a system task),
+  sockets and zeroconf stay alive. We close listeners, host and mDNS ourselves, shielded;
+  zeroconf is stopped in a worker thread (it joins its threads) and Pubsub's seen-cache
+  thread is stopped;
+- a failed listen (port in use: it binds with SO_REUSEPORT) is only logged by the library:
+  we raise ListenError;
+- with 0.0.0.0, identify and mDNS advertise 0.0.0.0 (peers then dial themselves): we
+  advertise concrete interface addresses (``addrs_factory`` and the mDNS broadcaster).
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from .sync import (
     sync_protocol_id,
 )
 
-__all__ = ["IngestFn", "Network", "NetworkNotRunning", "gossip_topic", "make_gossipsub"]
+__all__ = ["IngestFn", "ListenError", "Network", "gossip_topic", "make_gossipsub"]
 
 IngestFn = Callable[[bytes, str], Awaitable[bool]]
 
@@ -52,14 +58,15 @@ SYNC_REQUEST_TIMEOUT = 20.0
 SHUTDOWN_TIMEOUT = 10.0
 OUTBOUND_HIGH = 16  # of the library's 32-RPC per-peer outbound queue
 PUBLISH_WAIT_MAX = 0.25
+FORGET_AFTER_FAILURES = 8  # discovered (not static) peers
+
+
+class ListenError(OSError):
+    """The host could not listen on the configured address."""
 
 
 def gossip_topic(swarm: str) -> str:
     return f"/swarm/{swarm}/events/1"
-
-
-class NetworkNotRunning(RuntimeError):
-    pass
 
 
 def make_gossipsub(**overrides: Any) -> Any:
@@ -126,8 +133,19 @@ class _AdvertisedAddrs:
 
 
 class Network:
-    """One agent's network layer. Construct, then ``await run()`` in a nursery
-    (``await nursery.start(net.run)`` returns once it listens and is subscribed)."""
+    """One agent's network layer. Construct, then ``await nursery.start(net.run)``: it
+    returns once the host listens and is subscribed; cancel the nursery to stop.
+
+    - ``ingest(raw, source)``: source is the origin peer id for gossip, "sync:<peer>" for
+      sync. Calls are serialized. Our own messages coming back on the subscription are not
+      passed to ingest (the runtime ingested them before publishing). If ingest raises, it
+      is logged and counted (``stats["ingest_errors"]``), and the Network carries on.
+    - Extra keywords beyond the contract: ``on_reject(reason, forwarder)`` for gossip the
+      validator rejected, ``muxer`` ("MPLEX": lower latency measured here; "YAMUX"),
+      ``sync_page`` (events per sync request).
+    - ``stats`` (counters), ``cursors`` (per-peer sync state), ``mesh_peers`` and
+      ``topic_peers`` are there for metrics and tests.
+    """
 
     def __init__(
         self,
@@ -175,7 +193,8 @@ class Network:
         self.stats: dict[str, int] = dict(
             published=0, gossip_received=0, gossip_new=0, gossip_own=0, gossip_rejected=0,
             inbox_overflow=0, sync_requests_served=0, sync_pulled=0, sync_new=0, sync_errors=0,
-            publish_stalls=0, dials=0, dial_failures=0, connects=0, disconnects=0, discovered=0, ingest_errors=0,
+            publish_stalls=0, publish_offline=0, dials=0, dial_failures=0, connects=0,
+            disconnects=0, discovered=0, ingest_errors=0,
         )
         self.cursors: dict[str, PeerCursor] = {}
         self._sync_locks: dict[str, trio.Lock] = {}
@@ -183,6 +202,7 @@ class Network:
         self._up: set[str] = set()
         self._stuck: set[Any] = set()  # peers whose outbound queue does not drain
         self._publish_lock = trio.Lock()
+        self._ingest_lock = trio.Lock()
         self._running = False
         self._host: Any = None
         self._pubsub: Any = None
@@ -267,11 +287,11 @@ class Network:
         from libp2p.crypto.ed25519 import create_new_key_pair
         from libp2p.pubsub.pubsub import Pubsub
         from libp2p.request_response import RequestResponse, RequestResponseConfig
-        from libp2p.tools.anyio_service import background_trio_service
 
         if self._running:
             raise RuntimeError("Network.run() is already running")
-        listen = Multiaddr(f"/ip4/{self._listen_host}/tcp/{self._listen_port}")
+        proto = "ip6" if ":" in self._listen_host else "ip4"
+        listen = Multiaddr(f"/{proto}/{self._listen_host}/tcp/{self._listen_port}")
         key_pair = create_new_key_pair(self._identity.seed)
         _quiet_library_loggers()
         host = new_host(key_pair=key_pair, listen_addrs=[listen], enable_mDNS=self._mdns,
@@ -302,57 +322,82 @@ class Network:
         self._host, self._pubsub, self._gossipsub, self._rr = host, pubsub, gossipsub, rr
         t0 = time.monotonic()
         try:
-            async with background_trio_service(pubsub), background_trio_service(gossipsub):
-                async with host.run(listen_addrs=[listen]):
-                    try:
-                        with trio.fail_after(30):
-                            await pubsub.wait_until_ready()
-                        sub = await pubsub.subscribe(self.topic)
-                        async with trio.open_nursery() as nursery:
-                            self._nursery = nursery
-                            nursery.start_soon(self._read_gossip, sub, inbox_send)
-                            nursery.start_soon(self._ingest_worker, inbox_recv)
-                            nursery.start_soon(self._connection_events, conn_recv)
-                            nursery.start_soon(self._discoveries, found_recv)
-                            nursery.start_soon(self._reconnect_loop)
-                            nursery.start_soon(self._anti_entropy_loop)
-                            self._running = True
-                            self._log.info("net.started", peer_id=self._peer_id,
-                                           addrs=self.listen_addrs, topic=self.topic,
-                                           static_peers=len(self._book.peers), mdns=self._mdns,
-                                           muxer=self._muxer,
-                                           startup_s=round(time.monotonic() - t0, 3))
-                            task_status.started()
-                            await trio.sleep_forever()
-                    finally:
-                        self._running = False
-                        self._nursery = None
-                        # Under cancellation the library's own teardown (service managers'
-                        # finally blocks) is skipped, leaving the TCP listener (a system
-                        # task) and sockets open: close everything here, shielded.
-                        with trio.CancelScope(shield=True) as scope:
-                            scope.deadline = trio.current_time() + SHUTDOWN_TIMEOUT
-                            await self._stop_mdns(host)
-                            try:
-                                # listeners first: peers redialing us meanwhile get refused
-                                # instead of racing the swarm's shutdown
-                                for listener in list(host.get_network().listeners.values()):
-                                    await listener.close()
-                                await host.close()
-                            except Exception as exc:
-                                self._log.warning("net.host_close_failed", error=repr(exc))
-                        if scope.cancelled_caught:
-                            self._log.warning("net.shutdown_timeout", seconds=SHUTDOWN_TIMEOUT)
+            await self._run(host, pubsub, gossipsub, listen, conn_recv, found_recv, inbox_send,
+                            inbox_recv, t0, task_status)
+        except BaseExceptionGroup as group:  # the library's nurseries wrap a listen failure
+            listen_error = group.subgroup(lambda e: isinstance(e, ListenError))
+            if listen_error is not None:
+                while isinstance(listen_error, BaseExceptionGroup):
+                    listen_error = listen_error.exceptions[0]
+                raise listen_error from None
+            raise
         finally:
             self._running = False
             self._nursery = None
             self._found_send = None
+            with trio.CancelScope(shield=True):  # if host.run() itself failed (port in use)
+                await self._stop_mdns(host)
             if self._bridge is not None:
                 self._bridge.unregister()
                 self._bridge = None
+            try:  # Pubsub's seen-cache sweeper thread is never stopped by the library
+                pubsub.seen_messages.stop()
+            except Exception:
+                pass
             self._host = self._pubsub = self._gossipsub = self._rr = None
             self._up.clear()
             self._log.info("net.stopped", peer_id=self._peer_id)
+
+    async def _run(self, host: Any, pubsub: Any, gossipsub: Any, listen: Multiaddr,
+                   conn_recv: Any, found_recv: Any, inbox_send: Any, inbox_recv: Any,
+                   t0: float, task_status: Any) -> None:
+        from libp2p.tools.anyio_service import background_trio_service
+
+        async with background_trio_service(pubsub), background_trio_service(gossipsub):
+            async with host.run(listen_addrs=[listen]):
+                try:
+                    if not host.get_transport_addrs():  # the library only logs this
+                        raise ListenError(
+                            f"cannot listen on {listen} (port in use or address not "
+                            f"available on this machine)")
+                    with trio.fail_after(30):
+                        await pubsub.wait_until_ready()
+                    sub = await pubsub.subscribe(self.topic)
+                    async with trio.open_nursery() as nursery:
+                        self._nursery = nursery
+                        nursery.start_soon(self._read_gossip, sub, inbox_send)
+                        nursery.start_soon(self._ingest_worker, inbox_recv)
+                        nursery.start_soon(self._connection_events, conn_recv)
+                        nursery.start_soon(self._discoveries, found_recv)
+                        nursery.start_soon(self._reconnect_loop)
+                        nursery.start_soon(self._anti_entropy_loop)
+                        self._running = True
+                        self._log.info("net.started", peer_id=self._peer_id,
+                                       addrs=self.listen_addrs, topic=self.topic,
+                                       static_peers=len(self._book.peers), mdns=self._mdns,
+                                       muxer=self._muxer,
+                                       startup_s=round(time.monotonic() - t0, 3))
+                        task_status.started()
+                        await trio.sleep_forever()
+                finally:
+                    self._running = False
+                    self._nursery = None
+                    # Under cancellation the library's own teardown (service managers'
+                    # finally blocks) is skipped, leaving the TCP listener (a system
+                    # task) and sockets open: close everything here, shielded.
+                    with trio.CancelScope(shield=True) as scope:
+                        scope.deadline = trio.current_time() + SHUTDOWN_TIMEOUT
+                        await self._stop_mdns(host)
+                        try:
+                            # listeners first: peers redialing us meanwhile get refused
+                            # instead of racing the swarm's shutdown
+                            for listener in list(host.get_network().listeners.values()):
+                                await listener.close()
+                            await host.close()
+                        except Exception as exc:
+                            self._log.warning("net.host_close_failed", error=repr(exc))
+                    if scope.cancelled_caught:
+                        self._log.warning("net.shutdown_timeout", seconds=SHUTDOWN_TIMEOUT)
 
     async def _stop_mdns(self, host: Any) -> None:
         if self._bridge is not None:
@@ -373,9 +418,15 @@ class Network:
 
     # ------------------------------------------------------------------ gossip
     async def publish(self, raw: bytes) -> None:
-        """Gossip one event the local runtime has already ingested."""
+        """Gossip one event the local runtime has already ingested. Waits briefly while a
+        peer's outbound queue is over half full (the library would drop silently). If the
+        Network is not running it only logs: the event is in the store and peers sync it.
+        Raises ValueError for an event over MAX_EVENT_BYTES."""
         if not self._running or self._pubsub is None:
-            raise NetworkNotRunning("Network is not running")
+            # not an error for the caller: the event is in its store, peers will sync it
+            self.stats["publish_offline"] += 1
+            self._log.info("net.publish_while_stopped", size=len(raw))
+            return
         if len(raw) > MAX_EVENT_BYTES:
             raise ValueError(f"event of {len(raw)} bytes exceeds {MAX_EVENT_BYTES}")
         async with self._publish_lock:
@@ -458,9 +509,11 @@ class Network:
                 self.stats["gossip_new"] += 1
 
     async def _ingest(self, raw: bytes, source: str) -> bool | None:
-        """True/False from the runtime; None if it raised (logged; the Network keeps going)."""
+        """True/False from the runtime; None if it raised (logged; the Network keeps going).
+        Calls are serialized: gossip and concurrent syncs never interleave inside ingest."""
         try:
-            return bool(await self._ingest_fn(raw, source))
+            async with self._ingest_lock:
+                return bool(await self._ingest_fn(raw, source))
         except Exception:
             self.stats["ingest_errors"] += 1
             self._log.exception("net.ingest_failed", source=source)
@@ -529,7 +582,9 @@ class Network:
             except ProtocolNotSupportedError:
                 self._log.info("net.sync_unsupported", peer=peer_id,
                                detail=f"peer does not serve {self.sync_protocol}")
-                self._foreign.add(peer_id)
+                if peer_id not in self._foreign:
+                    self._foreign.add(peer_id)
+                    self._peers_changed()
                 return new, False
             except (RequestResponseError, SyncProtocolError, OSError, Exception) as exc:
                 self.stats["sync_errors"] += 1
@@ -671,6 +726,10 @@ class Network:
             pid = ID.from_base58(peer.peer_id)
             try:
                 host.get_network().unblock_peer(pid)  # our backoff governs, not the 60 s cache
+                if not peer.static:
+                    # the dialer tries one TCP address per peer: drop stale ones (old port of
+                    # a restarted peer); mDNS gave us the current set
+                    host.get_peerstore().clear_addrs(pid)
             except Exception:
                 pass
             with trio.fail_after(DIAL_TIMEOUT):
@@ -680,6 +739,10 @@ class Network:
         except (Exception, trio.TooSlowError) as exc:
             self.stats["dial_failures"] += 1
             delay = peer.backoff.failed(time.monotonic())
+            if not peer.static and peer.backoff.failures >= FORGET_AFTER_FAILURES:
+                self._book.peers.pop(peer.peer_id, None)  # mDNS re-adds it if it comes back
+                self._log.info("net.peer_forgotten", peer=peer.peer_id,
+                               failures=peer.backoff.failures)
             peer.last_error = f"{type(exc).__name__}: {exc}"[:300]
             self._log.debug("net.dial_failed", peer=peer.peer_id,
                             addrs=[str(a) for a in peer.addrs], error=peer.last_error,

@@ -43,6 +43,13 @@ async def ask(llm: LLM, req: LLMRequest, role: str) -> dict:
         metrics.LLM_REQUEST_DURATION.labels(role=role, backend=llm.backend).observe(time.perf_counter() - t0)
 
 
+def declare_llm_series(role: str, backend: str) -> None:
+    """Create this agent's LLM series at zero, so dashboards show 0 rather than no data."""
+    metrics.LLM_REQUEST_DURATION.labels(role=role, backend=backend)
+    for kind in ("model_missing", "unavailable", "invalid_output", "other"):
+        metrics.LLM_ERRORS.labels(role=role, backend=backend, kind=kind)
+
+
 class Backoff:
     """Exponential backoff for an unavailable LLM: log, count, wait, retry; never crash-loop."""
 

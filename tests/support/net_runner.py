@@ -98,9 +98,8 @@ class Node:
         self.net = self.make_net()
 
     def make_net(self, **override: Any) -> Network:
-        kw = {**self.net_kw, **override}
-        return Network(identity=self.identity, swarm=self.swarm, store=self.store,
-                       ingest=self.rt.ingest, **kw)
+        kw = {"ingest": self.rt.ingest, **self.net_kw, **override}
+        return Network(identity=self.identity, swarm=self.swarm, store=self.store, **kw)
 
     @property
     def addr(self) -> str:
@@ -214,7 +213,10 @@ async def main(argv: list[str] | None = None) -> None:
         await done.wait()
         nursery.cancel_scope.cancel()
     store.close()
-    _emit({"stopped": True, "stats": net.stats})
+    import threading
+
+    _emit({"stopped": True, "stats": net.stats,
+           "threads": sorted(t.name for t in threading.enumerate())})
 
 
 if __name__ == "__main__":

@@ -1,0 +1,116 @@
+"""Metrics of a live local swarm (scripted LLM): scraped over HTTP by the test and by a real
+Prometheus server on 127.0.0.1, and every PromQL expression of the Grafana dashboard returns
+data from it."""
+
+import json
+import shutil
+import socket
+import subprocess
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+import trio
+from prometheus_client.parser import text_string_to_metric_families
+
+from agent.core.decide import is_done, ready_leaves
+from agent.core.events import Claim, sign_event
+from agent.core.hlc import Timestamp
+from builders import ident
+from swarm_harness import LocalSwarm, cli, wait_ready
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+DASHBOARD = Path(__file__).parent.parent / "grafana" / "dashboards" / "swarm.json"
+
+
+def scrape(port: int) -> dict[str, float]:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    out: dict[str, float] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            key = s.name + (json.dumps(s.labels, sort_keys=True) if s.labels else "")
+            out[key] = s.value
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_prometheus(tmp: Path, children) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    targets = [{"targets": [f"127.0.0.1:{c.metrics_port}"], "labels": {"service": c.role, "agent": c.name}}
+               for c in children]
+    cfg = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+           "scrape_configs": [{"job_name": "swarm-agents", "static_configs": targets}]}
+    (tmp / "prometheus.yml").write_text(json.dumps(cfg))  # JSON is YAML
+    proc = subprocess.Popen(
+        [shutil.which("prometheus"), f"--config.file={tmp / 'prometheus.yml'}",
+         f"--storage.tsdb.path={tmp / 'tsdb'}", f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=open(tmp / "prometheus.log", "wb"), stderr=subprocess.STDOUT)
+    return proc, port
+
+
+def promql(port: int, expr: str) -> list:
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    body = json.loads(urllib.request.urlopen(url, timeout=10).read())
+    assert body["status"] == "success", body
+    return body["data"]["result"]
+
+
+def dashboard_exprs() -> list[str]:
+    d = json.loads(DASHBOARD.read_text())
+    return [t["expr"] for p in d["panels"] for t in p.get("targets", []) if t.get("expr")]
+
+
+async def test_metrics_scraped_by_prometheus_and_every_dashboard_query_has_data(tmp_path):
+    if shutil.which("prometheus") is None:
+        pytest.skip("Debian's prometheus package is not installed (.ci/run installs it)")
+    with LocalSwarm(tmp_path, decomposers=2, scorers=3, executors=3, observers=1,
+                    max_depth=1, max_children=4, metrics=True) as sw:
+        prom, prom_port = start_prometheus(tmp_path, sw.children)
+        try:
+            rt = sw.driver()
+            async with trio.open_nursery() as nursery:
+                await nursery.start(rt.run)
+                await wait_ready(rt, sw.children, 90)
+                p = await cli("submit", "Plan a weekend in Lisbon", env=sw.env(sw.children))
+                assert p.returncode == 0, p.stderr.decode()[-2000:]
+                goal_id = p.stdout.decode().split()[-1]
+                # two executors racing for the same leaf at the same instant: a sure collision
+                with trio.fail_after(120):
+                    while not ready_leaves(rt.tree()):
+                        await trio.sleep(0.05)
+                leaf = ready_leaves(rt.tree())[0]
+                ts = Timestamp(rt.now_ms(), 0)
+                for who in (ident("racer-a"), ident("racer-b")):
+                    ev = sign_event(who, ts, Claim(node=leaf.id, lease_ms=1000))
+                    assert await rt.ingest(ev.raw, "test")
+                    await rt.net.publish(ev.raw)
+                with trio.fail_after(240):
+                    while not is_done(rt.tree(), goal_id):
+                        await trio.sleep(0.5)
+                await trio.sleep(4)  # let every agent fold the last events and be scraped
+                tree = rt.tree()
+                collisions = sum(n.collisions for n in tree.walk())
+                assert collisions >= 1
+                for c in sw.children:
+                    m = scrape(c.metrics_port)
+                    assert m["swarm_vote_latency_seconds_count"] >= 1, c.name
+                    assert m["swarm_claim_collisions_total"] == collisions, c.name
+                    assert m['swarm_plan_duration_seconds_count'] == 1, c.name
+                    assert m['swarm_tasks{"state": "done"}'] == sum(1 for _ in tree.walk()), c.name
+                    assert m['swarm_peers_connected'] >= 3, c.name
+                nursery.cancel_scope.cancel()
+            await trio.sleep(3)
+            for expr in dashboard_exprs():
+                q = expr.replace("$__rate_interval", "1m")
+                assert promql(prom_port, q), f"no data for {expr}"
+            up = promql(prom_port, 'up{job="swarm-agents"}')
+            assert len(up) == len(sw.children) and all(r["value"][1] == "1" for r in up)
+        finally:
+            prom.terminate()
+            prom.wait(10)
