@@ -69,6 +69,9 @@ class Runtime:
         self._seen_accepted: set[str] = set()
         self._first_seen: dict[str, float] = {}
         self._collisions_seen = 0
+        self._net_seen: dict[str, int] = {}
+        for outcome in ("ok", "error"):
+            metrics.SYNC_REQUESTS.labels(outcome=outcome)
         self._tree: Tree | None = None
         self._tree_key: tuple[int, int] | None = None
         self._dirty = trio.Event()
@@ -79,6 +82,9 @@ class Runtime:
             peers=settings.peers, mdns=settings.mdns,
             reconnect_interval=settings.reconnect_interval, sync_interval=settings.sync_interval,
             on_peers_changed=lambda n: metrics.PEERS_CONNECTED.set(n), log=self.log,
+            # the validator logs the refusal itself; count it with every other rejection
+            on_reject=lambda reason, peer: metrics.EVENTS_REJECTED.labels(reason=reason).inc(),
+            knows=lambda event_id: event_id in self.plan,
         )
         self._load()
 
@@ -200,6 +206,24 @@ class Runtime:
             if self._unsaved:
                 self._persist(None)
             self._dirty.set()  # lease expiry changes states with time alone
+            self._export_net_stats()
+
+    def _export_net_stats(self) -> None:
+        """The network layer keeps plain counters; mirror their growth into Prometheus."""
+        st = self.net.stats
+        now = {
+            "pulled": st.get("sync_new", 0),
+            "served": st.get("sync_requests_served", 0),
+            "ok": sum(c.pages for c in self.net.cursors.values()),
+            "error": st.get("sync_errors", 0),
+        }
+        prev, self._net_seen = self._net_seen, now
+        for key, metric in (("pulled", metrics.SYNC_EVENTS_PULLED), ("served", metrics.SYNC_REQUESTS_SERVED)):
+            if now[key] > prev.get(key, 0):
+                metric.inc(now[key] - prev.get(key, 0))
+        for outcome in ("ok", "error"):
+            if now[outcome] > prev.get(outcome, 0):
+                metrics.SYNC_REQUESTS.labels(outcome=outcome).inc(now[outcome] - prev.get(outcome, 0))
 
     async def _progress_loop(self) -> None:
         # Deriving the tree is O(events): do it at most a few times a second, not per event.

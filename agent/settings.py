@@ -59,7 +59,7 @@ class Settings(BaseSettings):
     strategy: str | None = Field(None, max_length=40)
     collection_window: float = Field(1.5, ge=0)
     round_timeout: float = Field(30.0, gt=0)
-    settle_window: float = Field(0.5, ge=0)
+    settle_window: float = Field(1.0, ge=0)
     lease_seconds: float = Field(30.0, gt=0)
     max_drift_ms: int = Field(60_000, gt=0)
 

@@ -18,7 +18,7 @@ from agent.runtime import Runtime
 from agent.settings import load_settings
 
 FAST_ENV = {
-    "SWARM_COLLECTION_WINDOW": "0.6", "SWARM_SETTLE_WINDOW": "0.3", "SWARM_LEASE_SECONDS": "6",
+    "SWARM_COLLECTION_WINDOW": "0.6", "SWARM_SETTLE_WINDOW": "0.5", "SWARM_LEASE_SECONDS": "6",
     "SWARM_ROUND_TIMEOUT": "6", "SWARM_SYNC_INTERVAL": "2", "SWARM_RECONNECT_INTERVAL": "1",
     "SWARM_LOG_LEVEL": "info",
 }

@@ -47,6 +47,7 @@ class Agent:
                              stderr=self._err)
         self.lines: queue.Queue = queue.Queue()
         self.seen: list[dict] = []
+        self._polled: list[dict] = []
         threading.Thread(target=self._pump, daemon=True).start()
 
     def _pump(self) -> None:
@@ -87,6 +88,18 @@ class Agent:
         stopped = self.until(lambda m: "stopped" in m, timeout, "clean stop")
         assert self.proc.wait(timeout=10) == 0
         return stopped
+
+    def wait_mesh(self, n: int, timeout: float) -> float:
+        """Poll the runner until its gossip mesh has n peers; returns when (its clock)."""
+        end = time.time() + timeout
+        while time.time() < end:
+            self.send({"mesh": True})
+            reply = self.until(lambda m: "mesh" in m and m not in self._polled, 5, "mesh reply")
+            self._polled.append(reply)
+            if len(reply["mesh"]) >= n:
+                return reply["t"]
+            time.sleep(0.1)
+        raise AssertionError(f"{self.name}: gossip mesh never reached {n} peers")
 
     def kill(self) -> None:
         os.killpg(self.proc.pid, signal.SIGKILL)
@@ -131,6 +144,8 @@ def test_mdns_three_namespaces_on_a_bridge(netns, tmp_path):
             for r, host in zip(ready, tn.hosts):
                 assert any(f"/ip4/{host.ip}/" in addr for addr in r["addrs"])
 
+            t_mesh = max(a.wait_mesh(2, 15) for a in agents)
+            print(f"gossip mesh complete {t_mesh - t_ready:.2f} s after the last was ready")
             agents[0].send({"hello": "scorer"})
             ev = agents[0].until(lambda m: "published" in m, 10, "publish")["published"]
             for a in agents[1:]:

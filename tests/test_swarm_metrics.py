@@ -14,8 +14,9 @@ import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.core.decide import is_done, ready_leaves
-from agent.core.events import Claim, sign_event
+from agent.app import plan_params
+from agent.core.decide import is_done
+from agent.core.events import Claim, Goal, sign_event
 from agent.core.hlc import Timestamp
 from builders import ident
 from swarm_harness import LocalSwarm, cli, wait_ready
@@ -80,18 +81,20 @@ async def test_metrics_scraped_by_prometheus_and_every_dashboard_query_has_data(
                 p = await cli("submit", "Plan a weekend in Lisbon", env=sw.env(sw.children))
                 assert p.returncode == 0, p.stderr.decode()[-2000:]
                 goal_id = p.stdout.decode().split()[-1]
-                # two executors racing for the same leaf at the same instant: a sure collision
-                with trio.fail_after(120):
-                    while not ready_leaves(rt.tree()):
-                        await trio.sleep(0.05)
-                leaf = ready_leaves(rt.tree())[0]
-                ts = Timestamp(rt.now_ms(), 0)
-                for who in (ident("racer-a"), ident("racer-b")):
-                    ev = sign_event(who, ts, Claim(node=leaf.id, lease_ms=1000))
-                    assert await rt.ingest(ev.raw, "test")
-                    await rt.net.publish(ev.raw)
                 with trio.fail_after(240):
                     while not is_done(rt.tree(), goal_id):
+                        await trio.sleep(0.5)
+                # A one-task goal, and two claimants racing for it at the same instant: a sure
+                # collision (the executors then take the task over when that lease lapses).
+                params = plan_params(rt.settings).model_copy(update={"max_depth": 0})
+                g2 = await rt.publish(Goal(title="Book the airport train", params=params))
+                ts = Timestamp(rt.now_ms(), 0)
+                for who in (ident("racer-a"), ident("racer-b")):
+                    ev = sign_event(who, ts, Claim(node=g2.id, lease_ms=1000))
+                    assert await rt.ingest(ev.raw, "test")
+                    await rt.net.publish(ev.raw)
+                with trio.fail_after(120):
+                    while not is_done(rt.tree(), g2.id):
                         await trio.sleep(0.5)
                 await trio.sleep(4)  # let every agent fold the last events and be scraped
                 tree = rt.tree()
@@ -101,7 +104,7 @@ async def test_metrics_scraped_by_prometheus_and_every_dashboard_query_has_data(
                     m = scrape(c.metrics_port)
                     assert m["swarm_vote_latency_seconds_count"] >= 1, c.name
                     assert m["swarm_claim_collisions_total"] == collisions, c.name
-                    assert m['swarm_plan_duration_seconds_count'] == 1, c.name
+                    assert m['swarm_plan_duration_seconds_count'] == 2, c.name
                     assert m['swarm_tasks{"state": "done"}'] == sum(1 for _ in tree.walk()), c.name
                     assert m['swarm_peers_connected'] >= 3, c.name
                 nursery.cancel_scope.cancel()

@@ -84,12 +84,20 @@ class Verdict:
         return not self.hard_fail and self.overall >= APPROVE_THRESHOLD
 
 
-def combine(llm: dict[str, float | str], checks: Checks) -> Verdict:
-    """Cap the LLM's scores by what the checks found; feedback lists the checks' findings first."""
+LLM_WEIGHT = 0.5  # a small local model's judgment is noisy: the checks carry half the score
+
+
+def combine(llm: dict[str, float | str], checks: Checks, llm_weight: float = LLM_WEIGHT) -> Verdict:
+    """Blend the LLM's scores with what the checks measured; feedback lists the checks'
+    findings first. A hard failure of the checks can never be approved."""
     n = max(checks.n, 1)
-    spec = float(llm["specificity"]) * (1 - checks.vague / n) * (1 - 0.5 * checks.repeats_parent / n)
-    non_overlap = min(float(llm["non_overlap"]), 1 - checks.duplicates / n)
-    coverage = float(llm["coverage"]) * (1 - 0.5 * checks.repeats_parent / n)
+    own_spec = max(0.0, 1 - checks.vague / n - 0.5 * checks.repeats_parent / n)
+    own_non_overlap = max(0.0, 1 - checks.duplicates / n)
+    own_coverage = min(1.0, checks.n / 3) * (1 - 0.5 * checks.repeats_parent / n)
+    w = llm_weight
+    spec = w * float(llm["specificity"]) + (1 - w) * own_spec
+    non_overlap = min(w * float(llm["non_overlap"]) + (1 - w) * own_non_overlap, own_non_overlap)
+    coverage = w * float(llm["coverage"]) + (1 - w) * own_coverage
     parts = list(checks.notes[:3])
     if llm.get("feedback"):
         parts.append(str(llm["feedback"]))

@@ -44,8 +44,8 @@ from agent.core.reasons import Rejected
 from .discovery import DiscoveryBridge, PeerBook, concrete_ips, parse_peer_addr, usable_addrs
 from .store import EventStore
 from .sync import (
-    DEFAULT_PAGE, OrjsonCodec, PeerCursor, SyncProtocolError, build_page, check_response,
-    sync_protocol_id,
+    DEFAULT_PAGE, OrjsonCodec, PeerCursor, SyncProtocolError, build_page, check_has_response,
+    check_response, parse_has_request, sync_protocol_id,
 )
 
 __all__ = ["IngestFn", "ListenError", "Network", "gossip_topic", "make_gossipsub"]
@@ -58,7 +58,6 @@ SYNC_REQUEST_TIMEOUT = 20.0
 SHUTDOWN_TIMEOUT = 10.0
 OUTBOUND_HIGH = 16  # of the library's 32-RPC per-peer outbound queue
 PUBLISH_WAIT_MAX = 0.25
-FORGET_AFTER_FAILURES = 8  # discovered (not static) peers
 
 
 class ListenError(OSError):
@@ -165,6 +164,7 @@ class Network:
         on_reject: Callable[[str, str], None] | None = None,
         muxer: Literal["YAMUX", "MPLEX"] = "MPLEX",
         sync_page: int = DEFAULT_PAGE,
+        knows: Callable[[str], bool] | None = None,
     ) -> None:
         self._identity = identity
         self.swarm = swarm
@@ -181,6 +181,7 @@ class Network:
         self._on_reject = on_reject
         self._muxer = muxer
         self._page = max(1, int(sync_page))
+        self._knows = knows
         self._log = log if log is not None else structlog.get_logger("agent.net")
         self._peer_id = identity.peer_id
 
@@ -521,6 +522,14 @@ class Network:
 
     # ------------------------------------------------------------------ sync
     async def _serve_sync(self, request: Any, context: Any) -> dict[str, Any]:
+        if isinstance(request, dict) and "has" in request:
+            try:
+                ids = parse_has_request(request)
+            except SyncProtocolError as exc:
+                self._log.info("net.sync_bad_request", peer=_b58(context.peer_id), error=str(exc))
+                raise
+            knows = self._knows or (lambda _id: False)
+            return {"has": [bool(knows(i)) for i in ids]}
         try:
             page = build_page(self._store, request)
         except SyncProtocolError as exc:
@@ -528,6 +537,24 @@ class Network:
             raise
         self.stats["sync_requests_served"] += 1
         return page
+
+    async def peer_has(self, peer_id: str, event_id: str) -> bool:
+        """Ask a peer whether it has stored an event (how `submit` confirms its goal landed).
+        False for a dead, foreign or slow peer; never raises."""
+        from libp2p.peer.id import ID
+        from libp2p.request_response import RequestResponseConfig
+
+        rr = self._rr
+        if not self._running or rr is None:
+            return False
+        try:
+            resp = await rr.send_request(ID.from_base58(peer_id), [self.sync_protocol],
+                                         {"has": [event_id]}, OrjsonCodec(),
+                                         RequestResponseConfig(timeout=SYNC_REQUEST_TIMEOUT))
+            return check_has_response(resp, 1)[0]
+        except Exception as exc:
+            self._log.debug("net.peer_has_failed", peer=peer_id, error=f"{type(exc).__name__}: {exc}")
+            return False
 
     async def sync_from(self, peer_id: str) -> int:
         """Pull what this peer's store has that we lack, in pages, feeding each event to
@@ -739,10 +766,6 @@ class Network:
         except (Exception, trio.TooSlowError) as exc:
             self.stats["dial_failures"] += 1
             delay = peer.backoff.failed(time.monotonic())
-            if not peer.static and peer.backoff.failures >= FORGET_AFTER_FAILURES:
-                self._book.peers.pop(peer.peer_id, None)  # mDNS re-adds it if it comes back
-                self._log.info("net.peer_forgotten", peer=peer.peer_id,
-                               failures=peer.backoff.failures)
             peer.last_error = f"{type(exc).__name__}: {exc}"[:300]
             self._log.debug("net.dial_failed", peer=peer.peer_id,
                             addrs=[str(a) for a in peer.addrs], error=peer.last_error,

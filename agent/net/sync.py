@@ -2,6 +2,8 @@
 
 Request  {"epoch": <str|null>, "cursor": int, "limit": int}
 Response {"epoch": str, "events": [str, ...], "next": int, "total": int}
+or, to ask whether a peer stored given events (`submit` confirms its goal this way):
+Request  {"has": [<event id>, ...]}      Response {"has": [bool, ...]}
 
 The server only reads its store. A page starts at ``cursor`` unless the requester named
 another epoch (the log was wiped/recreated) or a cursor past the end; then it starts at 0.
@@ -24,7 +26,8 @@ from .store import EventStore
 
 __all__ = [
     "DEFAULT_PAGE", "MAX_PAGE", "MAX_PAGE_BYTES", "OrjsonCodec", "PeerCursor", "SyncProtocolError",
-    "build_page", "check_response", "parse_request", "sync_protocol_id",
+    "build_page", "check_has_response", "check_response", "parse_has_request", "parse_request",
+    "sync_protocol_id",
 ]
 
 DEFAULT_PAGE = 200
@@ -73,6 +76,27 @@ def parse_request(req: Any) -> tuple[str | None, int, int]:
     cursor = _int(req, "cursor", 0, 2**53)
     limit = _int(req, "limit", 1, 2**31)
     return epoch, cursor, min(limit, MAX_PAGE)
+
+
+MAX_HAS = 256
+_HEX = frozenset("0123456789abcdef")
+
+
+def parse_has_request(req: dict) -> list[str]:
+    ids = req.get("has")
+    if not isinstance(ids, list) or not 1 <= len(ids) <= MAX_HAS:
+        raise SyncProtocolError(f"'has' must be a list of 1..{MAX_HAS} event ids")
+    for i in ids:
+        if not isinstance(i, str) or len(i) != 64 or not set(i) <= _HEX:
+            raise SyncProtocolError("'has' entries must be 64-char hex event ids")
+    return ids
+
+
+def check_has_response(resp: Any, n: int) -> list[bool]:
+    if not isinstance(resp, dict) or not isinstance(resp.get("has"), list) or len(resp["has"]) != n \
+            or not all(isinstance(b, bool) for b in resp["has"]):
+        raise SyncProtocolError(f"'has' response must be a list of {n} booleans")
+    return resp["has"]
 
 
 def build_page(store: EventStore, req: Any) -> dict[str, Any]:

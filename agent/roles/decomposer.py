@@ -38,7 +38,7 @@ async def run(rt: Runtime, llm: LLM) -> None:
             await rt.wait_change(1.0)
             continue
         task = tasks[0]
-        node_log = log.bind(node=task.node.id[:16], refine=isinstance(task, RefineTask))
+        node_log = log.bind(node=task.node.id, refine=isinstance(task, RefineTask))
         body = None
         for attempt in range(ATTEMPTS):
             req = work.decompose_req(rt.tree(), task, strategy, rng.randrange(2**31))

@@ -38,8 +38,12 @@ async def run(rt: Runtime, llm: LLM) -> None:
         # some spread out, which keeps collisions down without any coordination.
         target = ready[0] if rng.random() < 0.5 else rng.choice(ready)
         claim = await rt.publish(Claim(node=target.id, lease_ms=timing.lease_ms))
-        log = rt.log.bind(node=target.id[:16], event_id=claim.id[:16])
+        log = rt.log.bind(node=target.id, event_id=claim.id)
         await trio.sleep(timing.settle_ms / 1000)
+        # Gossip can lag on a loaded host: pull every peer's log before spending LLM work, so a
+        # competing claim any peer already stored is seen (the earliest claim wins everywhere).
+        with trio.move_on_after(max(1.0, 4 * timing.settle_ms / 1000)):
+            await rt.net.sync_all()
         if not holds_claim(rt.tree(), target.id, claim.id):
             metrics.CLAIMS.labels(outcome="lost").inc()
             log.info("lost the claim race; moving on")

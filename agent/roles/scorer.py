@@ -23,7 +23,7 @@ async def run(rt: Runtime, llm: LLM) -> None:
             await rt.wait_change(0.5)
             continue
         task = tasks[0]
-        log = rt.log.bind(node=task.node.id[:16], round=task.round)
+        log = rt.log.bind(node=task.node.id, round=task.round)
         unavailable = False
         for p in task.node.proposals:
             if p.id not in task.proposals or p.id in verdicts:

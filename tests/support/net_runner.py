@@ -6,7 +6,8 @@ As a script (the mDNS tests start it inside network namespaces):
 
 prints JSON lines on stdout: {"ready": ...}, {"peers": n}, {"event": id, ...}, {"published": id}
 and reads JSON-line commands on stdin: {"hello": "<role>"} signs and publishes a hello event;
-{"publish": "<raw event>"} publishes given bytes; {"sync_all": true}; {"quit": true}.
+{"publish": "<raw event>"} publishes given bytes; {"mesh": true} reports the gossip mesh;
+{"sync_all": true}; {"quit": true}.
 
 ``MiniRuntime`` (also used in-process by the tests) is what the real runtime does, minus the
 fold: decode/verify, drop duplicates, append to the store, remember arrival order and time.
@@ -162,6 +163,8 @@ async def _commands(net: Network, rt: MiniRuntime, ident: Identity, done: trio.E
                 elif "publish" in cmd:
                     await net.publish(cmd["publish"].encode())
                     _emit({"published_raw": True})
+                elif "mesh" in cmd:
+                    _emit({"mesh": net.mesh_peers, "connected": net.connected})
                 elif "sync_all" in cmd:
                     _emit({"synced": await net.sync_all()})
                 elif "quit" in cmd:
