@@ -1,0 +1,54 @@
+"""The real embedded model end to end: `demo --llm llamacpp` completes a small plan, and every
+answer the model gave was valid against its JSON schema (structure, not wording)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from agent.core.plan import Plan
+from agent.logfile import read_log
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+
+def test_demo_on_embedded_model_completes_a_small_plan(tmp_path):
+    pytest.importorskip("xllamacpp", reason="the local-llm extra is not installed")
+    env = {**os.environ, "SWARM_LOG_LEVEL": "debug"}
+    p = subprocess.run(
+        [sys.executable, "-m", "agent", "demo", "Plan a two-week trip to Japan", "--llm", "llamacpp",
+         "--max-depth", "1", "--timeout", "600", "--out-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=800, env=env,
+    )
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    assert "Final plan" in p.stdout
+    events, bad = read_log(tmp_path / "events.jsonl")
+    assert not bad
+    plan = Plan()
+    for e in events:
+        plan.apply(e)
+    tree = plan.tree()
+    (root,) = tree.roots
+    assert root.state == "done"
+    assert 1 <= max(n.depth for n in root.walk()) <= 2
+    for n in root.walk():
+        for pv in n.proposals:
+            assert 2 <= len(pv.subgoals) <= root.params.max_children
+            assert all(s["title"].strip() for s in pv.subgoals)
+        if n.leaf:
+            assert n.result and n.result["output"].strip()
+    answers = bad_outputs = 0
+    for log in (tmp_path / "logs").glob("*.log"):
+        for line in log.read_text(errors="replace").splitlines():
+            if not line.startswith("{"):
+                continue
+            try:
+                ev = json.loads(line).get("event")
+            except ValueError:
+                continue  # a library printing its own lines
+            answers += ev == "llm.llamacpp.answer"
+            bad_outputs += ev == "llm.llamacpp.bad_output"
+    assert answers >= len(events) // 4, "the model answered the roles' requests"
+    assert bad_outputs == 0, "an answer did not match its schema"
