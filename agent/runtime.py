@@ -137,7 +137,9 @@ class Runtime:
             self._reject(exc.reason.value, exc.detail, source)
             return False
         if ev.id in self.plan or self.plan.is_pending(ev.id):
-            return False  # the common duplicate: gossip and sync overlap
+            # the common case of gossip and sync overlapping: counted, logged at debug only
+            self._reject(Reason.DUPLICATE.value, "already known", source, ev.id)
+            return False
         try:
             self.clock.check(ev.hlc, self.now_ms())
         except ClockDrift as exc:

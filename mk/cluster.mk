@@ -1,7 +1,7 @@
 # The Compose cluster: included by the Makefile.
 #   make up [SCALE_SCORERS=5] [SCALE_EXECUTORS=3] [OLLAMA_MODEL=llama3.2:1b]
 #   make submit GOAL="Plan a two-week trip to Japan"    make chaos [GOAL=...]
-#   make logs [SERVICE=observer]   make ps   make down   make image
+#   make logs [SERVICE=observer]   make observe   make ps   make down   make image
 # Uses `docker compose` when it works, else podman-compose (PATH or .venv). On a host prepared
 # by scripts/containers/setup.sh (no registry: podman + a local base image), it adds
 # scripts/containers/compose.podman.yml (scripted LLM, no ollama/grafana, Debian Prometheus) and
@@ -43,7 +43,7 @@ IMAGE_BUILD_FLAGS += --format docker -v /etc/ssl/certs/ca-certificates.crt:/etc/
 endif
 DC = $(COMPOSE) $(COMPOSE_FILES)
 
-.PHONY: up down logs ps submit chaos image cluster-check local-images
+.PHONY: up down logs ps submit observe chaos image cluster-check local-images
 
 cluster-check:
 	@test -n "$(COMPOSE)" || { echo "need 'docker compose' or podman-compose (scripts/containers/setup.sh installs it)"; exit 1; }
@@ -78,6 +78,11 @@ submit: export GOAL := $(GOAL)
 submit: cluster-check
 	$(DC) exec -T -e SWARM_LISTEN_PORT=0 -e SWARM_METRICS_PORT=0 -e SWARM_DATA_DIR=/tmp/swarm-submit \
 	  observer python -m agent submit "$$GOAL"
+
+# the live tree in your terminal: a second, throw-away observer inside the observer container
+observe: cluster-check
+	$(DC) exec -e SWARM_LISTEN_PORT=0 -e SWARM_METRICS_PORT=0 -e SWARM_DATA_DIR=/tmp/swarm-observe \
+	  observer python -m agent observe
 
 chaos: export GOAL := $(GOAL)
 chaos: cluster-check

@@ -5,7 +5,6 @@ import subprocess
 import sys
 
 import orjson
-import pytest
 
 from agent.core.plan import fold
 from agent.logfile import read_log, write_log
