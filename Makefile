@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 GOAL ?= Plan a two-week trip to Japan
 PYTEST_ARGS ?=
 
-.PHONY: install test test-fast demo bench simulate clean
+.PHONY: install system-deps test test-fast demo bench simulate clean
 .DEFAULT_GOAL := help
 
 help:
@@ -18,8 +18,18 @@ help:
 
 install: $(VENV)/.installed
 
+# gcc + libgmp-dev build libp2p's fastecdsa; libgomp1 is llama.cpp's OpenMP runtime.
+SYSTEM_PKGS := gcc libgmp-dev libgomp1 python3-venv
+system-deps:
+	@missing=$$(for p in $(SYSTEM_PKGS); do dpkg-query -W -f='$${db:Status-Status}' $$p 2>/dev/null | grep -qx installed || echo $$p; done); \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing $$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	elif ! command -v dpkg-query >/dev/null; then echo "not Debian-like: make sure a C compiler, GMP headers and libgomp are installed"; \
+	else echo "missing system packages: sudo apt-get install $$missing"; exit 1; fi
+
 $(VENV)/.installed: pyproject.toml
-	@command -v gcc >/dev/null || { echo "gcc is needed to build libp2p's fastecdsa (apt-get install gcc libgmp-dev)"; exit 1; }
+	@$(MAKE) --no-print-directory system-deps
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,local-llm]'

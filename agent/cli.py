@@ -165,7 +165,6 @@ def observe(
     if as_json:
         sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        from agent.core.plan import Plan  # noqa: F401
         for g in data["goals"]:
             print(f"{g['state']:>8}  {g['title']}")
         print(f"digest {data['digest']}")

@@ -14,7 +14,9 @@ from agent.core.decide import (
     ProposeTask, RefineTask, Timing, choose_votes, decomposer_tasks, holds_claim, is_done,
     ready_leaves, renewal_due, scorer_tasks,
 )
-from agent.core.events import Claim, Event, Goal, Hello, PlanParams, Renew, Vote, sign_event
+from agent.core.events import (
+    Claim, Event, Goal, Hello, PlanParams, Renew, Vote, decode_event, sign_event,
+)
 from agent.core.hlc import HybridClock
 from agent.core.identity import Identity
 from agent.core.plan import Plan
@@ -145,7 +147,6 @@ class Simulation:
                 agent = self.agents[j]
                 if agent.crashed:
                     continue
-                from agent.core.events import decode_event
                 ev = decode_event(raw)
                 agent.clock.receive(ev.hlc, self.now)
                 self._deliver_local(agent, ev)

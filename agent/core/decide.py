@@ -7,8 +7,6 @@ is the one that runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
-
 from .scoring import Verdict
 from .tree import CLAIMED, DONE, LEAF_TARGET, OPEN, READY, VOTING, NodeView, RoundView, Tree
 
@@ -222,5 +220,5 @@ def is_done(tree: Tree, goal_id: str | None = None) -> bool:
 __all__ = [
     "LEAF_TARGET", "Timing", "RoundState", "round_state", "ProposeTask", "RefineTask",
     "decomposer_tasks", "ScoreTask", "scorer_tasks", "VoteDraft", "choose_votes", "public_leader",
-    "ready_leaves", "holds_claim", "renewal_due", "path_titles", "is_done", "Sequence",
+    "ready_leaves", "holds_claim", "renewal_due", "path_titles", "is_done",
 ]
