@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from agent.core.decide import ProposeTask, RefineTask, path_titles
 from agent.core.events import Proposal, Result, Subgoal
-from agent.core.scoring import Verdict, check_split, combine
+from agent.core.scoring import Verdict, check_split, combine, result_problem
 from agent.core.tree import NodeView, ProposalView, Tree
 from agent.llm.base import LLMBadOutput, LLMRequest
 from agent.llm.prompts import (
@@ -74,5 +74,11 @@ def execute_req(tree: Tree, node: NodeView, seed: int | None) -> LLMRequest:
     )
 
 
-def result_from(answer: dict, node: NodeView, claim_id: str) -> Result:
-    return Result(node=node.id, claim=claim_id, output=parse_execution(answer)[:8000])
+def result_from(answer: dict, node: NodeView, claim_id: str, *, strict: bool = True) -> Result:
+    """Raises LLMBadOutput for an unusable result (the executor retries with a new seed; its
+    last attempt takes any schema-valid answer, so a weak model cannot stall a task forever)."""
+    output = parse_execution(answer)[:8000]
+    problem = result_problem(output)
+    if problem and strict:
+        raise LLMBadOutput(f"{problem}: {output[:80]!r}")
+    return Result(node=node.id, claim=claim_id, output=output)

@@ -148,3 +148,11 @@ def test_scoring_checks():
     v = combine({"specificity": 0.9, "non_overlap": 0.9, "coverage": 0.9, "feedback": "ok"},
                 check_split("Japan trip", ["Tokyo", "Tokyo"]))
     assert v.non_overlap == 0.5 and v.hard_fail and not v.acceptable
+
+
+def test_result_problem():
+    from agent.core.scoring import result_problem
+
+    assert result_problem("1234567890") is not None
+    assert result_problem("{{url}}} Two-week trip to Japan") is not None
+    assert result_problem("Book the Nozomi from Tokyo to Kyoto at 9:00.") is None

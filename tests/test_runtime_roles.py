@@ -168,3 +168,29 @@ async def test_decomposer_and_scorer_with_scripted_llm_split_the_root(tmp_path):
     root = d.tree().node(g.id)
     assert root.accepted is not None and len(root.children) >= 2
     assert s.tree().digest == d.tree().digest
+
+
+class JunkThenGood(LLM):
+    backend, model = "test", "junk"
+
+    def __init__(self, junk: int):
+        self.junk, self.calls = junk, 0
+
+    async def generate(self, req):
+        self.calls += 1
+        if self.calls <= self.junk:
+            return {"result": "1234567890"}
+        return {"result": "Book the Nozomi from Tokyo to Kyoto at 9:00 on day three."}
+
+
+async def test_executor_retries_unusable_results_and_never_stalls(tmp_path):
+    for junk, expected in ((1, "Nozomi"), (99, "1234567890")):
+        rt = make_rt(tmp_path / str(junk))
+        g = goal(ident("u"), max_depth=0)
+        await rt.ingest(g.raw, "peer")
+        llm = JunkThenGood(junk)
+        with trio.move_on_after(3):
+            await executor.run(rt, llm)
+        (res,) = events_of(rt, "result")
+        assert expected in res.body.output
+        assert llm.calls == (2 if junk == 1 else executor.ATTEMPTS)

@@ -104,3 +104,15 @@ def combine(llm: dict[str, float | str], checks: Checks, llm_weight: float = LLM
     feedback = "; ".join(parts)[:400]
     r = lambda x: round(min(1.0, max(0.0, x)), 3)  # noqa: E731
     return Verdict(r(spec), r(non_overlap), r(coverage), feedback, checks.hard_fail)
+
+
+def result_problem(output: str) -> str | None:
+    """Why a task result is unusable (a small model sometimes emits digits or template junk),
+    or None if it reads like prose."""
+    text = output.strip()
+    prose = re.findall(r"[A-Za-z]{2,}", text)
+    if len(prose) < 4:
+        return "the result has fewer than four words"
+    if "{{" in text or "}}" in text:
+        return "the result contains template placeholders"
+    return None

@@ -15,6 +15,8 @@ from agent.llm.base import LLM, LLMBadOutput, LLMUnavailable, ModelMissing
 from agent.roles.common import Backoff, ask, timing_of
 from agent.runtime import Runtime
 
+ATTEMPTS = 3  # fresh seeds for an unusable result before the task is released
+
 
 async def _keep_lease(rt: Runtime, node: str, claim: str) -> None:
     timing = timing_of(rt.settings)
@@ -54,17 +56,24 @@ async def run(rt: Runtime, llm: LLM) -> None:
         failure: Exception | None = None
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_keep_lease, rt, target.id, claim.id)
-            try:
-                node = rt.tree().node(target.id)
-                answer = await ask(llm, work.execute_req(rt.tree(), node, rng.randrange(2**31)), "executor")
-                body = work.result_from(answer, node, claim.id)
-                backoff.reset()
-            except (LLMBadOutput, LLMUnavailable, ModelMissing) as exc:
-                log.warning("task failed; releasing it", error=str(exc)[:300])
-                await rt.publish(Release(node=target.id, claim=claim.id, reason=str(exc)[:200]))
-                failure = exc
+            node = rt.tree().node(target.id)
+            for attempt in range(ATTEMPTS):
+                try:
+                    answer = await ask(llm, work.execute_req(rt.tree(), node, rng.randrange(2**31)), "executor")
+                    body = work.result_from(answer, node, claim.id, strict=attempt < ATTEMPTS - 1)
+                    backoff.reset()
+                    break
+                except LLMBadOutput as exc:
+                    failure = exc
+                    log.info("unusable result; trying another seed", attempt=attempt + 1, error=str(exc)[:200])
+                except (LLMUnavailable, ModelMissing) as exc:
+                    failure = exc
+                    break
+            if body is None:
+                log.warning("task failed; releasing it", error=str(failure)[:300])
+                await rt.publish(Release(node=target.id, claim=claim.id, reason=str(failure)[:200]))
             nursery.cancel_scope.cancel()
-        if failure is not None and not isinstance(failure, LLMBadOutput):
+        if body is None and failure is not None and not isinstance(failure, LLMBadOutput):
             await backoff.wait(log, failure)
         if body is not None:
             await rt.publish(body)
