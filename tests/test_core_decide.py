@@ -156,3 +156,8 @@ def test_result_problem():
     assert result_problem("1234567890") is not None
     assert result_problem("{{url}}} Two-week trip to Japan") is not None
     assert result_problem("Book the Nozomi from Tokyo to Kyoto at 9:00.") is None
+
+
+def test_titles_without_words_are_vague():
+    c = check_split("Plan a two-week trip to Japan", ["2022-02-29", "2022-02-30", "Kyoto temples"])
+    assert c.vague == 2 and c.hard_fail

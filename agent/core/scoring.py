@@ -40,7 +40,7 @@ class Checks:
 
     @property
     def hard_fail(self) -> bool:
-        return self.n < 2 or 2 * self.duplicates >= self.n or 2 * self.repeats_parent >= self.n
+        return self.n < 2 or 2 * max(self.duplicates, self.repeats_parent, self.vague) >= self.n
 
     @property
     def clean(self) -> bool:
@@ -54,7 +54,7 @@ def check_split(parent_title: str, subgoal_titles: Sequence[str]) -> Checks:
     notes = []
     for title in subgoal_titles:
         w = words(title)
-        if not w or w <= VAGUE or len(title.strip()) < 3:
+        if not w or w <= VAGUE or len(title.strip()) < 3 or not re.search(r"[A-Za-z]{3}", title):
             vague += 1
             notes.append(f"'{title[:40]}' is vague")
         if w and (w <= parent or jaccard(w, parent) >= REPEAT):
