@@ -35,20 +35,23 @@ def test_round_opens_after_collection_window_and_closes_when_all_voted():
     t = fold(evs + [a]).tree(T0 + 1200)
     assert [x.round for x in scorer_tasks(t, S[0].peer_id, TM, T0 + 1200)] == [1]
     votes = [vote(S[0], g.id, a.id, approve=False, wall=1300), vote(S[1], g.id, a.id, approve=False, wall=1310)]
+    # 2 of 3 rejected: quorum 2 is impossible, but a scorer's other votes may still be in
+    # flight: the round closes one collection window after the last vote
     t = fold(evs + [a] + votes).tree(T0 + 1400)
-    # 2 of 3 rejected: quorum 2 is now impossible, the round closes; round 2 waits for refinements
-    st = round_state(t.node(g.id), TM, T0 + 1400)
+    assert round_state(t.node(g.id), TM, T0 + 1400).number == 1
+    t = fold(evs + [a] + votes).tree(T0 + 2400)
+    st = round_state(t.node(g.id), TM, T0 + 2400)
     assert st.number == 2 and st.opens_at == T0 + 1310 + TM.round_timeout_ms
-    assert scorer_tasks(t, S[2].peer_id, TM, T0 + 1400) == []
-    tasks = decomposer_tasks(t, D1.peer_id, TM, T0 + 1400)
+    assert scorer_tasks(t, S[2].peer_id, TM, T0 + 2400) == []
+    tasks = decomposer_tasks(t, D1.peer_id, TM, T0 + 2400)
     assert len(tasks) == 1 and isinstance(tasks[0], RefineTask) and tasks[0].previous == a.id
     assert tasks[0].feedback == ()
-    ref = proposal(D1, g.id, ["Tokyo food", "Kyoto temples"], wall=2000, refines=a.id)
-    t = fold(evs + [a, ref] + votes).tree(T0 + 3100)
-    assert decomposer_tasks(t, D1.peer_id, TM, T0 + 3100) == []  # already refined
-    st = round_state(t.node(g.id), TM, T0 + 3100)
-    assert st.number == 2 and st.opens_at == T0 + 3000
-    assert [x.round for x in scorer_tasks(t, S[0].peer_id, TM, T0 + 3100)] == [2]
+    ref = proposal(D1, g.id, ["Tokyo food", "Kyoto temples"], wall=2500, refines=a.id)
+    t = fold(evs + [a, ref] + votes).tree(T0 + 3600)
+    assert decomposer_tasks(t, D1.peer_id, TM, T0 + 3600) == []  # already refined
+    st = round_state(t.node(g.id), TM, T0 + 3600)
+    assert st.number == 2 and st.opens_at == T0 + 3500
+    assert [x.round for x in scorer_tasks(t, S[0].peer_id, TM, T0 + 3600)] == [2]
 
 
 def test_round_times_out_and_leaf_round_after_max_rounds():

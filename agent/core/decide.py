@@ -29,7 +29,10 @@ class RoundState:
 
 def _closed_at(n: NodeView, rv: RoundView, timing: Timing, now_ms: int) -> int | None:
     p = n.params
-    if len(rv.voters) >= p.scorers or rv.best() + (p.scorers - len(rv.voters)) < p.quorum:
+    # A scorer's votes on a round's splits arrive as separate events: wait a collection window
+    # after the last one before trusting "everyone voted" or "quorum impossible".
+    settled = now_ms - rv.last_wall >= timing.collection_window_ms
+    if settled and (len(rv.voters) >= p.scorers or rv.best() + (p.scorers - len(rv.voters)) < p.quorum):
         return rv.last_wall
     if now_ms - rv.first_wall >= timing.round_timeout_ms:
         return rv.first_wall + timing.round_timeout_ms
