@@ -12,7 +12,7 @@ import trio
 
 from agent import metrics
 from agent.core.events import Goal, Hello, PlanParams
-from agent.llm.base import LLMError
+from agent.llm.base import LLMError, LLMUnavailable
 from agent.roles.common import Backoff, declare_llm_series
 from agent.runtime import Runtime
 from agent.settings import Settings
@@ -40,6 +40,12 @@ async def _llm_with_retry(settings: Settings, log: Any):
     while True:
         try:
             llm = await make_llm(settings)
+            probe = getattr(llm, "probe", None)  # a server backend: is it there, with the model?
+            if probe is not None:
+                usable, why = await probe()
+                if not usable:
+                    await llm.aclose()
+                    raise LLMUnavailable(why)
             log.info("LLM ready", backend=llm.backend, model=str(llm.model))
             return llm
         except LLMError as exc:

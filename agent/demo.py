@@ -141,7 +141,7 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, console: Co
     async with trio.open_nursery() as nursery:
         await nursery.start(rt.run)
         # Everyone announces itself once its LLM is loaded: wait for all before posting the goal.
-        with trio.move_on_after(min(cfg.timeout, 600)):
+        with trio.move_on_after(min(cfg.timeout, 600)) as ready_scope:
             while True:
                 dead = [c for c in children if c.proc and c.proc.poll() is not None]
                 if dead:
@@ -152,6 +152,11 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, console: Co
                 if all(c.peer_id in ready for c in agents):
                     break
                 await trio.sleep(0.3)
+        if ready_scope.cancelled_caught:
+            waiting = [c for c in agents if c.peer_id not in {a for a, r in rt.plan.roles.items() if r}]
+            nursery.cancel_scope.cancel()
+            return 3, (f"{len(waiting)} agents never became ready (no LLM?), e.g. {waiting[0].name}:\n"
+                       + _tail(root / "logs" / (waiting[0].name + ".log"), 4))
         console.print(f"[dim]{len(agents)} agents ready after {time.monotonic() - t0:.1f}s; posting the goal[/dim]")
         goal = await rt.publish(Goal(title=cfg.goal, params=_params(settings)))
         t_goal = time.monotonic()

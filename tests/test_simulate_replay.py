@@ -79,3 +79,17 @@ def test_replay_reports_bad_lines_and_skips_them(tmp_path):
 def test_replay_unreadable_file_is_a_clear_error(tmp_path):
     p = run_cli("replay", str(tmp_path / "missing.jsonl"), check=False)
     assert p.returncode == 2 and "cannot read" in p.stderr
+
+
+def test_demo_fails_with_a_clear_reason_when_no_llm_is_reachable(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**__import__("os").environ, "SWARM_OLLAMA_HOST": f"http://127.0.0.1:{port}"}
+    p = subprocess.run([sys.executable, "-m", "agent", "demo", "--llm", "ollama", "--timeout", "12",
+                        "--decomposers", "1", "--scorers", "1", "--executors", "1", "--observers", "0",
+                        "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 3, p.stdout[-2000:]
+    assert "never became ready" in p.stdout and "unreachable" in p.stdout

@@ -50,6 +50,13 @@ async def test_swarm_plans_executes_once_converges_and_survives_restart(tmp_path
             results = Counter(e.body.node for e in rt.plan.events.values() if e.type == "result")
             assert all(results[n.id] == 1 for n in leaves), "a leaf was executed more than once"
             assert "log reloaded" in sw.log_text("scorer-2")
+            # the observer printed the final plan as Markdown, leaf results in tree order
+            with trio.fail_after(10):
+                while "# Plan a two-week trip to Japan" not in sw.log_text("observer-1"):
+                    await trio.sleep(0.2)
+            md = sw.log_text("observer-1")
+            first_leaf = next(n for n in root.walk() if n.leaf)
+            assert first_leaf.result["output"].strip().splitlines()[0] in md
             reload_lines = [orjson.loads(line) for line in sw.log_text("scorer-2").splitlines()
                             if line.startswith("{") and "log reloaded" in line]
             assert len(reload_lines) == 2 and reload_lines[1]["events"] > 0
