@@ -69,11 +69,26 @@ async def serve(settings: Settings, role: str) -> None:
             declare_llm_series(role, llm.backend)
             await rt.publish(Hello(role=role, name=settings.name or ""))
         try:
-            await loop(rt, llm)
+            await supervise(loop, rt, llm)
         finally:
             if llm is not None:
                 with trio.CancelScope(shield=True):
                     await llm.aclose()
+
+
+async def supervise(loop: Callable[..., Awaitable[None]], rt: Runtime, llm: Any,
+                    backoff: Backoff | None = None) -> None:
+    """Run a role loop; if a bug makes it raise, log the traceback, back off and run it again
+    rather than let the process die and crash-loop under a supervisor."""
+    backoff = backoff or Backoff(first=1.0, cap=60.0)
+    while True:
+        try:
+            await loop(rt, llm)
+            return
+        except Exception as exc:  # trio.Cancelled is a BaseException and passes through
+            rt.log.exception("role loop failed; restarting it", error=repr(exc)[:300])
+            metrics.ROLE_RESTARTS.inc()
+            await backoff.wait(rt.log, exc, "role loop failed")
 
 
 def plan_params(settings: Settings) -> PlanParams:

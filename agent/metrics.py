@@ -164,6 +164,12 @@ TASK_DURATION = Histogram(
     registry=REGISTRY,
 )
 
+ROLE_RESTARTS = Counter(
+    "swarm_role_restarts",
+    "Times this agent's role loop failed on an unexpected error and was restarted",
+    registry=REGISTRY,
+)
+
 # --- LLM ------------------------------------------------------------------------------------
 LLM_REQUEST_DURATION = Histogram(
     "swarm_llm_request_duration_seconds",

@@ -194,3 +194,22 @@ async def test_executor_retries_unusable_results_and_never_stalls(tmp_path):
         (res,) = events_of(rt, "result")
         assert expected in res.body.output
         assert llm.calls == (2 if junk == 1 else executor.ATTEMPTS)
+
+
+async def test_a_failing_role_loop_is_restarted_not_fatal(tmp_path):
+    from agent.app import supervise
+    from agent.roles.common import Backoff
+
+    rt = make_rt(tmp_path)
+    runs = []
+
+    async def flaky(rt_, llm):
+        runs.append(1)
+        if len(runs) < 3:
+            raise RuntimeError("a bug in a role")
+
+    before = metrics.ROLE_RESTARTS._value.get()
+    with trio.fail_after(5):
+        await supervise(flaky, rt, None, Backoff(first=0.01, cap=0.05))
+    assert len(runs) == 3
+    assert metrics.ROLE_RESTARTS._value.get() == before + 2

@@ -51,7 +51,7 @@ def declare_llm_series(role: str, backend: str) -> None:
 
 
 class Backoff:
-    """Exponential backoff for an unavailable LLM: log, count, wait, retry; never crash-loop."""
+    """Exponential backoff (an unavailable LLM, a failing loop): log, wait, retry; never crash-loop."""
 
     def __init__(self, first: float = 1.0, cap: float = 60.0) -> None:
         self.first, self.cap, self.delay = first, cap, 0.0
@@ -59,7 +59,7 @@ class Backoff:
     def reset(self) -> None:
         self.delay = 0.0
 
-    async def wait(self, log, exc: Exception) -> None:
+    async def wait(self, log, exc: Exception, what: str = "LLM unavailable") -> None:
         self.delay = min(self.cap, self.delay * 2 if self.delay else self.first)
-        log.warning("LLM unavailable; backing off", error=str(exc)[:300], retry_in=round(self.delay, 1))
+        log.warning(f"{what}; backing off", error=str(exc)[:300], retry_in=round(self.delay, 1))
         await trio.sleep(self.delay)
