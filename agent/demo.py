@@ -15,6 +15,7 @@ from pathlib import Path
 import trio
 from rich.console import Console
 
+from agent.app import plan_params
 from agent.core.decide import is_done
 from agent.core.events import Goal
 from agent.render import markdown_plan, rich_tree
@@ -158,7 +159,7 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, console: Co
             return 3, (f"{len(waiting)} agents never became ready (no LLM?), e.g. {waiting[0].name}:\n"
                        + _tail(root / "logs" / (waiting[0].name + ".log"), 4))
         console.print(f"[dim]{len(agents)} agents ready after {time.monotonic() - t0:.1f}s; posting the goal[/dim]")
-        goal = await rt.publish(Goal(title=cfg.goal, params=_params(settings)))
+        goal = await rt.publish(Goal(title=cfg.goal, params=plan_params(settings)))
         t_goal = time.monotonic()
         last = ""
         with trio.move_on_after(cfg.timeout) as scope:
@@ -189,12 +190,6 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, console: Co
     console.print(f"done in {time.monotonic() - t_goal:.1f}s; {len(rt.plan)} events; digest {tree.digest}; "
                   f"event log {log_path}", markup=False, highlight=False)
     return 0, ""
-
-
-def _params(settings):
-    from agent.app import plan_params
-
-    return plan_params(settings)
 
 
 def run_demo(cfg: DemoConfig) -> int:

@@ -96,6 +96,7 @@ class Runtime:
             try:
                 ev = decode_event(raw)
                 for e in self.plan.apply(ev).accepted:
+                    # our own past events may be ahead of a clock that went back: never refuse them
                     self.clock.receive(e.hlc, max(wall_ms(), e.hlc.wall))
             except Rejected as exc:
                 bad += 1
@@ -164,7 +165,8 @@ class Runtime:
         for e in applied.accepted:
             self._pending_since.pop(e.id, None)
             self._persist(e.raw)
-            self.clock.receive(e.hlc, self.now_ms()) if e.author != self.me else None
+            if e.author != self.me:
+                self.clock.receive(e.hlc, self.now_ms())
             metrics.EVENTS.labels(type=e.type).inc()
             self.log.debug("event accepted", event_id=e.id, type=e.type, author=e.author[-8:],
                            node=getattr(e.body, "node", None), source=source)

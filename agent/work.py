@@ -63,8 +63,20 @@ def score_req(tree: Tree, node: NodeView, prop: ProposalView, me: str, seed: int
     )
 
 
+def _checks(node: NodeView, prop: ProposalView):
+    return check_split(node.title, [s["title"] for s in prop.subgoals])
+
+
 def verdict_from(answer: dict, node: NodeView, prop: ProposalView) -> Verdict:
-    return combine(parse_score(answer), check_split(node.title, [s["title"] for s in prop.subgoals]))
+    return combine(parse_score(answer), _checks(node, prop))
+
+
+NEUTRAL = {"specificity": 0.5, "non_overlap": 0.5, "coverage": 0.5, "feedback": ""}
+
+
+def verdict_without_llm(node: NodeView, prop: ProposalView) -> Verdict:
+    """When the LLM's judgment is unusable: the checks alone, the LLM's half held neutral."""
+    return combine(NEUTRAL, _checks(node, prop))
 
 
 def execute_req(tree: Tree, node: NodeView, seed: int | None) -> LLMRequest:

@@ -164,3 +164,16 @@ def test_result_problem():
 def test_titles_without_words_are_vague():
     c = check_split("Plan a two-week trip to Japan", ["2022-02-29", "2022-02-30", "Kyoto temples"])
     assert c.vague == 2 and c.hard_fail
+
+
+def test_verdict_without_llm_uses_the_checks_alone():
+    from agent import work
+
+    g, evs = setup()
+    good = proposal(D1, g.id, ["Book flights to Tokyo", "Kyoto temples", "Osaka food"], wall=100)
+    bad = proposal(D2, g.id, ["Plan a trip to Japan", "Trip to Japan"], wall=110)
+    n = fold(evs + [good, bad]).tree(T0 + 200).node(g.id)
+    pg, pb = n.proposals
+    v = work.verdict_without_llm(n, pg)
+    assert v.acceptable and v.non_overlap == 0.75  # 0.5 neutral LLM half + 1.0 from clean checks
+    assert not work.verdict_without_llm(n, pb).acceptable

@@ -213,3 +213,26 @@ async def test_a_failing_role_loop_is_restarted_not_fatal(tmp_path):
         await supervise(flaky, rt, None, Backoff(first=0.01, cap=0.05))
     assert len(runs) == 3
     assert metrics.ROLE_RESTARTS._value.get() == before + 2
+
+
+class GarbageLLM(LLM):
+    backend, model = "test", "garbage"
+
+    async def generate(self, req):
+        from agent.llm.base import LLMBadOutput
+
+        raise LLMBadOutput("not valid against the schema")
+
+
+async def test_scorer_votes_on_the_checks_when_the_llm_answer_is_unusable(tmp_path):
+    rt = make_rt(tmp_path, role="scorer", scorers=1)
+    g = goal(ident("u"), scorers=1, quorum=1)
+    await rt.ingest(g.raw, "peer")
+    await rt.publish(Hello(role="scorer"))
+    p = proposal(ident("d"), g.id, ["Book flights to Tokyo", "Kyoto temples", "Osaka food"])
+    await rt.ingest(p.raw, "peer")
+    with trio.move_on_after(2):
+        await scorer.run(rt, GarbageLLM())
+    (v,) = events_of(rt, "vote")
+    assert v.body.proposal == p.id and v.body.approve
+    assert rt.tree().node(g.id).accepted == p.id

@@ -6,7 +6,7 @@ from __future__ import annotations
 from agent import work
 from agent.core.decide import choose_votes, scorer_tasks
 from agent.core.events import Vote
-from agent.core.scoring import Verdict, check_split, combine
+from agent.core.scoring import Verdict
 from agent.llm.base import LLM, LLMBadOutput, LLMUnavailable, ModelMissing
 from agent.roles.common import Backoff, ask, timing_of
 from agent.runtime import Runtime
@@ -34,8 +34,7 @@ async def run(rt: Runtime, llm: LLM) -> None:
                 backoff.reset()
             except LLMBadOutput as exc:
                 log.info("LLM judgment unusable; scoring on the checks alone", proposal=p.id[:16], error=str(exc)[:200])
-                neutral = {"specificity": 0.5, "non_overlap": 0.5, "coverage": 0.5, "feedback": ""}
-                verdicts[p.id] = combine(neutral, check_split(task.node.title, [s["title"] for s in p.subgoals]))
+                verdicts[p.id] = work.verdict_without_llm(task.node, p)
             except (LLMUnavailable, ModelMissing) as exc:
                 await backoff.wait(log, exc)
                 unavailable = True
