@@ -109,6 +109,15 @@ SYNC_REQUESTS = Counter(
     ["outcome"],
     registry=REGISTRY,
 )
+# agent.net.wire.ConnErrorKind (kept in step by tests/test_metrics.py)
+CONNECTION_ERROR_KINDS = ("decrypt", "write_stalled", "malformed", "unexpected")
+CONNECTION_ERRORS = Counter(
+    "swarm_connection_errors",
+    "Connections this agent closed because of an error on that connection alone, by kind "
+    "(decrypt, write_stalled, malformed, unexpected); the agent reconnects and carries on",
+    ["kind"],
+    registry=REGISTRY,
+)
 SYNC_REQUESTS_SERVED = Counter(
     "swarm_sync_requests_served",
     "Sync requests this agent answered for other peers",
@@ -190,7 +199,9 @@ for _t in EVENT_TYPES:
     EVENTS_PUBLISHED.labels(type=_t)
 for _r in REJECT_REASONS:
     EVENTS_REJECTED.labels(reason=_r)
-del _t, _r
+for _k in CONNECTION_ERROR_KINDS:
+    CONNECTION_ERRORS.labels(kind=_k)
+del _t, _r, _k
 
 
 def set_agent_info(role: str, swarm: str, version: str = __version__) -> None:

@@ -43,6 +43,7 @@ from agent.core.reasons import Rejected
 
 from .discovery import DiscoveryBridge, PeerBook, concrete_ips, parse_peer_addr, usable_addrs
 from .store import EventStore
+from .wire import ConnErrorKind, build_host
 from .sync import (
     DEFAULT_PAGE, OrjsonCodec, PeerCursor, SyncProtocolError, build_page, check_has_response,
     check_response, parse_has_request, sync_protocol_id,
@@ -195,7 +196,7 @@ class Network:
             published=0, gossip_received=0, gossip_new=0, gossip_own=0, gossip_rejected=0,
             inbox_overflow=0, sync_requests_served=0, sync_pulled=0, sync_new=0, sync_errors=0,
             publish_stalls=0, publish_offline=0, dials=0, dial_failures=0, connects=0,
-            disconnects=0, discovered=0, ingest_errors=0,
+            disconnects=0, discovered=0, ingest_errors=0, connection_errors=0,
         )
         self.cursors: dict[str, PeerCursor] = {}
         self._sync_locks: dict[str, trio.Lock] = {}
@@ -284,7 +285,6 @@ class Network:
 
     # ------------------------------------------------------------------ run
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        from libp2p import new_host
         from libp2p.crypto.ed25519 import create_new_key_pair
         from libp2p.pubsub.pubsub import Pubsub
         from libp2p.request_response import RequestResponse, RequestResponseConfig
@@ -295,9 +295,8 @@ class Network:
         listen = Multiaddr(f"/{proto}/{self._listen_host}/tcp/{self._listen_port}")
         key_pair = create_new_key_pair(self._identity.seed)
         _quiet_library_loggers()
-        host = new_host(key_pair=key_pair, listen_addrs=[listen], enable_mDNS=self._mdns,
-                        bootstrap=None, muxer_preference=self._muxer,
-                        addrs_factory=self._addrs_factory)
+        host = build_host(key_pair=key_pair, listen=listen, report=self._connection_failed,
+                          muxer=self._muxer, mdns=self._mdns, addrs_factory=self._addrs_factory)
         if host.get_id().to_base58() != self._peer_id:  # pragma: no cover - identity invariant
             raise RuntimeError("libp2p peer id differs from the identity's peer id")
         gossipsub = make_gossipsub()
@@ -671,6 +670,21 @@ class Network:
                 self._log.exception("net.anti_entropy_failed")
 
     # ------------------------------------------------------------------ peers
+    def _connection_failed(self, kind: ConnErrorKind, peer: str, exc: BaseException | None) -> None:
+        """One connection failed and was closed (agent.net.wire); the reconnect loop redials."""
+        from agent import metrics
+
+        self.stats["connection_errors"] += 1
+        metrics.CONNECTION_ERRORS.labels(kind=kind.value).inc()
+        error = f"{type(exc).__name__}: {exc}"[:300] if exc is not None else ""
+        if kind is ConnErrorKind.UNEXPECTED:  # a bug here or in the library: keep the traceback
+            self._log.error("net.connection_failed", peer=peer, kind=kind.value, error=error,
+                            exc_info=exc)
+        else:
+            self._log.warning("net.connection_failed", peer=peer, kind=kind.value, error=error,
+                              detail="closed this connection only; reconnecting")
+        self._wake.set()
+
     def _connected_set(self) -> set[str]:
         if self._host is None:
             return set()
