@@ -146,7 +146,7 @@ async def observe_once(settings: Settings, timeout: float = 30.0, settle: float 
         except trio.TooSlowError:
             raise SubmitError(f"no peer found within {timeout:.0f}s") from None
         await trio.sleep(settle)
-        while await rt.net.sync_all() > 0:
+        while (await rt.net.sync_all()).new > 0:
             pass
         return rt.tree().to_json()
 

@@ -118,6 +118,21 @@ CONNECTION_ERRORS = Counter(
     ["kind"],
     registry=REGISTRY,
 )
+GOSSIP_DROP_REASONS = ("oversize", "unsigned", "bad_signature", "inbox_full", "error")
+GOSSIP_DROPPED = Counter(
+    "swarm_gossip_dropped",
+    "Gossip messages dropped before reaching the event validator, by reason (oversize, "
+    "unsigned, bad_signature, inbox_full, error); sync repairs what honest peers lost",
+    ["reason"],
+    registry=REGISTRY,
+)
+SYNC_REFUSE_REASONS = ("bad_request", "busy", "idle_timeout")
+SYNC_REQUESTS_REFUSED = Counter(
+    "swarm_sync_requests_refused",
+    "Sync requests from peers this agent refused, by reason (bad_request, busy, idle_timeout)",
+    ["reason"],
+    registry=REGISTRY,
+)
 SYNC_REQUESTS_SERVED = Counter(
     "swarm_sync_requests_served",
     "Sync requests this agent answered for other peers",
@@ -201,6 +216,12 @@ for _r in REJECT_REASONS:
     EVENTS_REJECTED.labels(reason=_r)
 for _k in CONNECTION_ERROR_KINDS:
     CONNECTION_ERRORS.labels(kind=_k)
+for _r in GOSSIP_DROP_REASONS:
+    GOSSIP_DROPPED.labels(reason=_r)
+for _r in SYNC_REFUSE_REASONS:
+    SYNC_REQUESTS_REFUSED.labels(reason=_r)
+for _r in ("ok", "error"):
+    SYNC_REQUESTS.labels(outcome=_r)
 del _t, _r, _k
 
 

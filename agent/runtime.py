@@ -49,6 +49,8 @@ def wall_ms() -> int:
 
 class Runtime:
     def __init__(self, settings: Settings, role: str, *, data_dir: Path | None = None) -> None:
+        from agent.net.config import NetConfig
+        from agent.net.errlog import RepeatedErrorLog
         from agent.net.host import Network
         from agent.net.store import EventStore
 
@@ -62,6 +64,8 @@ class Runtime:
         self.plan = Plan()
         self.store = EventStore(self.data_dir / "events.jsonl")
         self._unsaved: list[bytes] = []
+        # a full disk fails every append: one line, then a summary a minute, then "recovered"
+        self._persist_errors = RepeatedErrorLog(self.log, "cannot persist event; will retry")
         self._changed = trio.Event()
         self._pending_since: dict[str, float] = {}
         self._last_sync: dict[str, float] = {}
@@ -69,22 +73,17 @@ class Runtime:
         self._seen_accepted: set[str] = set()
         self._first_seen: dict[str, float] = {}
         self._collisions_seen = 0
-        self._net_seen: dict[str, int] = {}
-        for outcome in ("ok", "error"):
-            metrics.SYNC_REQUESTS.labels(outcome=outcome)
         self._tree: Tree | None = None
         self._tree_key: tuple[int, int] | None = None
         self._dirty = trio.Event()
         self._nursery: trio.Nursery | None = None
         self.net = Network(
-            identity=self.identity, swarm=settings.swarm, store=self.store, ingest=self.ingest,
-            listen_host=settings.listen_host, listen_port=settings.listen_port,
-            peers=settings.peers, mdns=settings.mdns,
-            reconnect_interval=settings.reconnect_interval, sync_interval=settings.sync_interval,
-            on_peers_changed=lambda n: metrics.PEERS_CONNECTED.set(n), log=self.log,
+            identity=self.identity, store=self.store, ingest=self.ingest,
+            config=NetConfig.from_settings(settings), log=self.log,
+            knows=lambda event_id: event_id in self.plan,
+            on_peers_changed=lambda n: metrics.PEERS_CONNECTED.set(n),
             # the validator logs the refusal itself; count it with every other rejection
             on_reject=lambda reason, peer: metrics.EVENTS_REJECTED.labels(reason=reason).inc(),
-            knows=lambda event_id: event_id in self.plan,
         )
         self._load()
 
@@ -187,7 +186,10 @@ class Runtime:
                 self._unsaved.pop(0)
         except StoreError as exc:
             # Kept in memory and retried on the next append: nothing accepted is dropped.
-            self.log.error("cannot persist event; will retry", error=str(exc), unsaved=len(self._unsaved))
+            self._persist_errors.failed(str(exc), key="append", unsaved=len(self._unsaved))
+        else:
+            if self._persist_errors.failing:
+                self._persist_errors.succeeded(saved=len(self.store))
 
     async def _sync_soon(self, peer: str) -> None:
         now = trio.current_time()
@@ -210,24 +212,6 @@ class Runtime:
             if self._unsaved:
                 self._persist(None)
             self._dirty.set()  # lease expiry changes states with time alone
-            self._export_net_stats()
-
-    def _export_net_stats(self) -> None:
-        """The network layer keeps plain counters; mirror their growth into Prometheus."""
-        st = self.net.stats
-        now = {
-            "pulled": st.get("sync_new", 0),
-            "served": st.get("sync_requests_served", 0),
-            "ok": sum(c.pages for c in self.net.cursors.values()),
-            "error": st.get("sync_errors", 0),
-        }
-        prev, self._net_seen = self._net_seen, now
-        for key, metric in (("pulled", metrics.SYNC_EVENTS_PULLED), ("served", metrics.SYNC_REQUESTS_SERVED)):
-            if now[key] > prev.get(key, 0):
-                metric.inc(now[key] - prev.get(key, 0))
-        for outcome in ("ok", "error"):
-            if now[outcome] > prev.get(outcome, 0):
-                metrics.SYNC_REQUESTS.labels(outcome=outcome).inc(now[outcome] - prev.get(outcome, 0))
 
     async def _progress_loop(self) -> None:
         # Deriving the tree is O(events): do it at most a few times a second, not per event.

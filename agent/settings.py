@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasChoices, Field, PrivateAttr, SecretStr, ValidationError, field_validator, model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 Role = Literal["decomposer", "scorer", "executor", "observer"]
@@ -30,6 +32,12 @@ class Settings(BaseSettings):
     mdns: bool = True
     reconnect_interval: float = Field(5.0, gt=0)
     sync_interval: float = Field(10.0, gt=0)
+    # membership: a libp2p private network (pnet). The swarm.key file's content (or just its
+    # 64 hex digits) in SWARM_KEY, or its path in SWARM_KEY_FILE. Unset: an open swarm.
+    swarm_key: SecretStr | None = Field(
+        None, validation_alias=AliasChoices("SWARM_KEY", "swarm_key"), repr=False)
+    swarm_key_file: Path | None = Field(
+        None, validation_alias=AliasChoices("SWARM_KEY_FILE", "swarm_key_file"))
     metrics_port: int = Field(0, ge=0, le=65535, description="0 disables the /metrics endpoint")
     metrics_host: str = "0.0.0.0"
 
@@ -69,6 +77,34 @@ class Settings(BaseSettings):
         if isinstance(v, str):
             return [p.strip() for p in v.split(",") if p.strip()]
         return v
+
+    _psk: bytes | None = PrivateAttr(None)
+
+    @model_validator(mode="after")
+    def _load_swarm_key(self) -> "Settings":
+        from agent.net.swarmkey import SwarmKeyError, parse_swarm_key
+
+        if self.swarm_key is not None and self.swarm_key_file is not None:
+            raise ValueError("set SWARM_KEY or SWARM_KEY_FILE, not both")
+        if self.swarm_key_file is not None:
+            try:
+                text = self.swarm_key_file.read_text(encoding="ascii")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ValueError(f"cannot read swarm key file {self.swarm_key_file}: {exc}") from None
+            source = f"swarm key file {self.swarm_key_file}"
+        elif self.swarm_key is not None:
+            text, source = self.swarm_key.get_secret_value(), "SWARM_KEY"
+        else:
+            return self
+        try:
+            self._psk = parse_swarm_key(text)
+        except SwarmKeyError as exc:
+            raise ValueError(f"{source}: {exc}") from None
+        return self
+
+    def swarm_psk(self) -> bytes | None:
+        """The 32-byte private-network key, or None for an open swarm."""
+        return self._psk
 
     @model_validator(mode="after")
     def _check_quorum(self) -> "Settings":

@@ -56,8 +56,8 @@ async def test_event_from_a_reaches_c_through_b(tmp_path):
         print(f"A->B->C latency {(c.rt.arrived[ev.id] - t0) * 1e3:.1f} ms")
         assert ev.id in b.rt.ids
         assert c.rt.sources[ev.id] == a.net.peer_id  # via gossip, origin A
-        assert c.net.stats["sync_new"] == 0
-        assert a.net.stats["gossip_own"] == 1  # A's own message is not fed back to ingest
+        assert c.net.stats.sync.new == 0
+        assert a.net.stats.gossip.own == 1  # A's own message is not fed back to ingest
         assert [s for _, s in a.rt.calls] == ["local"]
         port = int(b.addr.split("/tcp/")[1].split("/")[0])
     # clean shutdown: B's listener is closed
@@ -82,11 +82,11 @@ async def test_200_events_at_50_per_second_all_arrive(tmp_path):
         print(f"published at {rate:.1f}/s; A->C latency median {statistics.median(lat):.1f} ms,"
               f" p95 {lat[int(len(lat) * 0.95)]:.1f} ms, max {lat[-1]:.1f} ms")
         for node in (b, c):
-            assert node.net.stats["gossip_new"] == 200
-            assert node.net.stats["sync_new"] == 0  # delivered by gossip alone
-            assert node.net.stats["inbox_overflow"] == 0
+            assert node.net.stats.gossip.new == 200
+            assert node.net.stats.sync.new == 0  # delivered by gossip alone
+            assert node.net.stats.gossip.inbox_overflow == 0
             assert node.rt.duplicates == 0
-        assert a.net.stats["gossip_own"] == 200 and a.net.stats["published"] == 200
+        assert a.net.stats.gossip.own == 200 and a.net.stats.gossip.published == 200
 
 
 def _tampered(raw: bytes) -> bytes:
@@ -103,7 +103,7 @@ async def test_invalid_messages_rejected_by_validator_and_not_forwarded(tmp_path
     from libp2p.tools.anyio_service import background_trio_service
     from multiaddr import Multiaddr
 
-    from agent.net.host import make_gossipsub
+    from agent.net.gossip import make_gossipsub
 
     valid = hello(ident("x"), "executor", wall=5)
     bad_sig = _tampered(valid.raw)
@@ -133,9 +133,9 @@ async def test_invalid_messages_rejected_by_validator_and_not_forwarded(tmp_path
                 await wait_for(lambda: valid.id in c.rt.ids, 5, "the valid event at C")
                 await trio.sleep(0.3)
 
-        assert b.net.stats["gossip_rejected"] == len(invalid)
-        assert c.net.stats["gossip_rejected"] == 0  # B never forwarded them
-        assert a.net.stats["gossip_rejected"] == 0
+        assert b.net.stats.gossip.rejected == len(invalid)
+        assert c.net.stats.gossip.rejected == 0  # B never forwarded them
+        assert a.net.stats.gossip.rejected == 0
         for node in (b, c, a):  # ingest only ever saw the valid event
             assert [raw for raw, _ in node.rt.calls] == [valid.raw]
             assert node.rt.rejected == []

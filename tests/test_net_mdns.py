@@ -173,7 +173,7 @@ def test_mdns_three_namespaces_on_a_bridge(netns, tmp_path):
 
             for a in agents:
                 stopped = a.quit()
-                assert stopped["stats"]["gossip_rejected"] == 0
+                assert stopped["stats"]["gossip"]["rejected"] == 0
                 # zeroconf's threads are closed (trio's idle worker thread may remain)
                 assert [t for t in stopped["threads"]
                         if t != "MainThread" and not t.startswith("Trio thread")] == []

@@ -117,11 +117,12 @@ async def test_fresh_peer_pulls_500_events_in_pages_in_order(tmp_path):
             assert cur.pages >= 3 and cur.cursor == 500 and cur.epoch == b.store.epoch
             assert c.store.load() == b.store.load()
             # nothing new: an explicit sync is a no-op costing one round trip
-            assert await c.net.sync_from(b.net.peer_id) == 0
+            assert (await c.net.sync_from(b.net.peer_id)).new == 0
             # B accepts more; the periodic / explicit sync picks up only those
             more = [hello(ident(f"late{i}"), "executor", wall=900 + i) for i in range(7)]
             _fill(b.store, more)
-            assert await c.net.sync_all() == 7
+            report = await c.net.sync_all()
+            assert report.new == 7 and report.peers_asked == report.peers_answered == 1
             assert c.rt.order[-7:] == [e.id for e in more]
 
 
@@ -140,21 +141,23 @@ async def test_dead_and_foreign_peers_do_not_crash_sync_or_reconnect(tmp_path):
         async with running(a.net):
             await wait_for(lambda: len(a.rt.order) == 20, 10, "A synced from B")
             await trio.sleep(2.5)  # reconnect loop keeps failing on the dead peer meanwhile
-            dead = a.net._book.peers[dead_id]
+            dead = a.net._peers.book.peers[dead_id]
             failures = dead.backoff.failures
             print(f"\ndead peer: {failures} failed dials in ~2.5 s; last: {dead.last_error[:80]}")
             assert 2 <= failures <= 8  # retried, with backoff (not every 0.2 s)
             assert a.net.running
-            assert await a.net.sync_from(dead_id) == 0  # never raises
-            assert await a.net.sync_from("not-a-peer-id") == 0
-            assert await a.net.sync_from(other.net.peer_id) == 0
+            dead_sync = await a.net.sync_from(dead_id)  # never raises
+            assert not dead_sync.answered and dead_sync.new == 0 and dead_sync.error
+            assert not (await a.net.sync_from("not-a-peer-id")).answered
+            foreign = await a.net.sync_from(other.net.peer_id)
+            assert not foreign.answered and "does not serve" in foreign.error
             assert other.net.peer_id not in a.net.connected  # marked foreign: not counted
             assert set(a.net.connected) == {b.net.peer_id}
             assert "stranger" not in str(a.rt.calls)  # nothing crossed from the other swarm
             # still healthy: new events at B arrive through anti-entropy
             _fill(b.store, [hello(ident("z"), "observer", wall=77)])
             await wait_for(lambda: len(a.rt.order) == 21, 5, "anti-entropy from B")
-            assert a.net.stats["sync_errors"] >= 1
+            assert a.net.stats.sync.failed >= 1
 
 
 async def test_restart_with_same_key_reconnects_and_resumes(tmp_path):
@@ -171,7 +174,7 @@ async def test_restart_with_same_key_reconnects_and_resumes(tmp_path):
                 await b.publish(ev)
             await wait_for(lambda: all(e.id in a.rt.ids for e in first), 10, "first batch")
         await wait_for(lambda: not a.net.connected, 5, "A to see B gone")
-        assert await a.net.sync_from(b.net.peer_id) == 0  # B is down: no crash
+        assert not (await a.net.sync_from(b.net.peer_id)).answered  # B is down: no crash
         # while B is down it accepts more events (e.g. from a local tool)
         offline = [hello(ident(f"q{i}"), "executor", wall=100 + i) for i in range(5)]
         _fill(b.store, offline)
@@ -224,8 +227,8 @@ async def test_failing_ingest_stops_that_sync_but_not_the_network(tmp_path):
         c.net = c.make_net(ingest=flaky, peers=[b.addr])
         async with running(c.net):
             await wait_for(lambda: failures, 10, "the failing ingest")
-            assert c.net.running and c.net.stats["ingest_errors"] == 1
+            assert c.net.running and c.net.stats.intake.errors == 1
             assert len(c.rt.order) == 7
             # the failed page is pulled again on the next sync; nothing is skipped
-            assert await c.net.sync_from(b.net.peer_id) == 5
+            assert (await c.net.sync_from(b.net.peer_id)).new == 5
             assert c.rt.order == [e.id for e in evs]

@@ -1,16 +1,22 @@
 """Network layer: event store, libp2p host + gossipsub, sync protocol, discovery.
 
-Import cost: ``agent.net.store`` is light; ``Network`` imports py-libp2p lazily (about 1.2 s)
-only when it runs.
+Import cost: ``agent.net.store``, ``.config``, ``.swarmkey``, ``.errlog`` and ``.stats`` are
+light; ``Network`` (``agent.net.host``) imports py-libp2p (about 1.2 s), so it is loaded
+lazily here.
 """
 
+from .config import NetConfig, SyncLimits
 from .store import EventStore, StoreError
 
-__all__ = ["EventStore", "IngestFn", "ListenError", "Network", "StoreError", "gossip_topic", "sync_protocol_id"]
+__all__ = ["EventStore", "IngestFn", "ListenError", "NetConfig", "Network", "PeerSync",
+           "StoreError", "SyncLimits", "SyncReport", "gossip_topic", "sync_protocol_id"]
+
+_LAZY = {"Network", "IngestFn", "ListenError", "PeerSync", "SyncReport", "gossip_topic",
+         "make_gossipsub"}
 
 
 def __getattr__(name: str):  # lazy: keep `import agent.net` cheap for store-only users
-    if name in ("Network", "IngestFn", "ListenError", "gossip_topic", "make_gossipsub"):
+    if name in _LAZY:
         from . import host
 
         return getattr(host, name)

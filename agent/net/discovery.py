@@ -33,7 +33,7 @@ def _up_interfaces() -> set[str] | None:
         return None
     try:
         return {name for name, st in psutil.net_if_stats().items() if st.isup}
-    except Exception:  # pragma: no cover
+    except OSError:  # pragma: no cover - /proc or sysfs unreadable (sandboxes)
         return None
 
 
@@ -77,7 +77,7 @@ def parse_peer_addr(text: str) -> tuple[str, Multiaddr]:
 
     try:
         info = info_from_p2p_addr(Multiaddr(text.strip()))
-    except Exception as exc:
+    except ValueError as exc:  # multiaddr's parse errors and InvalidAddrError are ValueErrors
         raise ValueError(f"bad peer address {text!r} (want /ip4/<host>/tcp/<port>/p2p/<peer id>):"
                          f" {exc}") from None
     return info.peer_id.to_base58(), info.addrs[0]
@@ -199,14 +199,12 @@ class DiscoveryBridge:
         token = self._token
         if token is None:
             return
+        if peer_info.peer_id.to_base58() == self._own:
+            return
         try:
-            if peer_info.peer_id.to_base58() == self._own:
-                return
             token.run_sync_soon(self._deliver, peer_info)
-        except (trio.RunFinishedError, RuntimeError):
+        except trio.RunFinishedError:
             pass  # trio already gone: we are shutting down
-        except Exception:  # never raise into zeroconf
-            pass
 
     def _deliver(self, peer_info: Any) -> None:  # trio thread
         if self._token is None:

@@ -5,6 +5,13 @@ Response {"epoch": str, "events": [str, ...], "next": int, "total": int}
 or, to ask whether a peer stored given events (`submit` confirms its goal this way):
 Request  {"has": [<event id>, ...]}      Response {"has": [bool, ...]}
 
+A request the server will not answer gets an error reply instead of a reset stream:
+Response {"error": {"code": "bad_request" | "busy" | "unavailable", "message": str}}
+which the client raises as :class:`SyncRefused` (the message says what was wrong).
+
+Framing (one request and one response per stream, as libp2p's request/response helper):
+an unsigned-varint length, then the JSON bytes.
+
 The server only reads its store. A page starts at ``cursor`` unless the requester named
 another epoch (the log was wiped/recreated) or a cursor past the end; then it starts at 0.
 The requester can tell where a page starts (``next - len(events)``) and keeps a per-peer
@@ -26,8 +33,8 @@ from .store import EventStore
 
 __all__ = [
     "DEFAULT_PAGE", "MAX_PAGE", "MAX_PAGE_BYTES", "OrjsonCodec", "PeerCursor", "SyncProtocolError",
-    "build_page", "check_has_response", "check_response", "parse_has_request", "parse_request",
-    "sync_protocol_id",
+    "SyncRefused", "build_page", "check_has_response", "check_response", "decode_request",
+    "error_reply", "parse_has_request", "parse_request", "sync_protocol_id",
 ]
 
 DEFAULT_PAGE = 200
@@ -42,6 +49,38 @@ def sync_protocol_id(swarm: str) -> str:
 
 class SyncProtocolError(ValueError):
     """A request or response that does not follow the protocol."""
+
+
+class SyncRefused(SyncProtocolError):
+    """The server answered with an error reply."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+ERROR_CODES = ("bad_request", "busy", "unavailable")
+
+
+def error_reply(code: str, message: str) -> dict[str, Any]:
+    assert code in ERROR_CODES, code
+    return {"error": {"code": code, "message": message[:500]}}
+
+
+def _raise_if_error(resp: Any) -> None:
+    if isinstance(resp, dict) and "error" in resp:
+        err = resp["error"]
+        if isinstance(err, dict) and isinstance(err.get("code"), str):
+            raise SyncRefused(err["code"][:40], str(err.get("message", ""))[:500])
+        raise SyncProtocolError("malformed error reply")
+
+
+def decode_request(payload: bytes) -> Any:
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        raise SyncProtocolError(f"request is not JSON: {exc}") from None
 
 
 class OrjsonCodec:
@@ -93,6 +132,7 @@ def parse_has_request(req: dict) -> list[str]:
 
 
 def check_has_response(resp: Any, n: int) -> list[bool]:
+    _raise_if_error(resp)
     if not isinstance(resp, dict) or not isinstance(resp.get("has"), list) or len(resp["has"]) != n \
             or not all(isinstance(b, bool) for b in resp["has"]):
         raise SyncProtocolError(f"'has' response must be a list of {n} booleans")
@@ -100,7 +140,8 @@ def check_has_response(resp: Any, n: int) -> list[bool]:
 
 
 def build_page(store: EventStore, req: Any) -> dict[str, Any]:
-    """The server side: one page of our log. Raises SyncProtocolError for a bad request."""
+    """The server side: one page of our log. Raises SyncProtocolError for a bad request,
+    StoreError if our log cannot be read."""
     epoch, cursor, limit = parse_request(req)
     total = len(store)
     start = cursor
@@ -122,7 +163,8 @@ def build_page(store: EventStore, req: Any) -> dict[str, Any]:
 
 
 def check_response(resp: Any) -> tuple[str, list[str], int, int]:
-    """The client side: validate the shape of a page."""
+    """The client side: validate the shape of a page (SyncRefused for an error reply)."""
+    _raise_if_error(resp)
     if not isinstance(resp, dict):
         raise SyncProtocolError("response must be a JSON object")
     epoch = resp.get("epoch")

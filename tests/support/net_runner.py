@@ -34,7 +34,19 @@ from agent.core.events import Event, Hello, decode_event, sign_event
 from agent.core.hlc import Timestamp
 from agent.core.identity import Identity
 from agent.core.reasons import Rejected
-from agent.net import EventStore, Network
+from agent.net import EventStore, NetConfig, Network
+
+_CALLBACKS = ("ingest", "knows", "on_peers_changed", "on_reject", "log")
+
+
+def make_network(identity: Identity, store: EventStore, swarm: str = "test",
+                 **kw: Any) -> Network:
+    """A Network from flat keywords: callbacks as they are, the rest into NetConfig."""
+    callbacks = {k: kw.pop(k) for k in _CALLBACKS if k in kw}
+    if "peers" in kw:
+        kw["peers"] = tuple(kw["peers"])
+    return Network(identity=identity, store=store, config=NetConfig(swarm=swarm, **kw),
+                   **callbacks)
 
 
 def identity_for(name: str) -> Identity:
@@ -100,7 +112,7 @@ class Node:
 
     def make_net(self, **override: Any) -> Network:
         kw = {"ingest": self.rt.ingest, **self.net_kw, **override}
-        return Network(identity=self.identity, swarm=self.swarm, store=self.store, **kw)
+        return make_network(self.identity, self.store, self.swarm, **kw)
 
     @property
     def addr(self) -> str:
@@ -166,7 +178,8 @@ async def _commands(net: Network, rt: MiniRuntime, ident: Identity, done: trio.E
                 elif "mesh" in cmd:
                     _emit({"mesh": net.mesh_peers, "connected": net.connected})
                 elif "sync_all" in cmd:
-                    _emit({"synced": await net.sync_all()})
+                    report = await net.sync_all()
+                    _emit({"synced": report.new, "answered": report.peers_answered})
                 elif "quit" in cmd:
                     done.set()
                     return
@@ -184,6 +197,7 @@ async def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--reconnect-interval", type=float, default=1.0)
     ap.add_argument("--sync-interval", type=float, default=10.0)
     ap.add_argument("--log-level", default="info")
+    ap.add_argument("--swarm-key", default="", help="64 hex digits: a private swarm")
     args = ap.parse_args(argv)
 
     import logging
@@ -202,11 +216,17 @@ async def main(argv: list[str] | None = None) -> None:
     store = EventStore(Path(args.data) / "events.jsonl")
     rt = MiniRuntime(store, on_new=lambda ev, src: _emit(
         {"event": ev.id, "author": ev.author, "source": src}))
-    net = Network(
-        identity=ident, swarm=args.swarm, store=store, ingest=rt.ingest,
+    swarm_key = None
+    if args.swarm_key:
+        from agent.net.swarmkey import parse_swarm_key
+
+        swarm_key = parse_swarm_key(args.swarm_key)
+    net = make_network(
+        ident, store, args.swarm, ingest=rt.ingest,
         listen_host=args.listen_host, listen_port=args.port,
         peers=[p for p in args.peers.split(",") if p], mdns=args.mdns,
         reconnect_interval=args.reconnect_interval, sync_interval=args.sync_interval,
+        swarm_key=swarm_key,
         on_peers_changed=lambda n: _emit({"peers": n, "connected": net.connected}))
     done = trio.Event()
     async with trio.open_nursery() as nursery:
@@ -218,7 +238,9 @@ async def main(argv: list[str] | None = None) -> None:
     store.close()
     import threading
 
-    _emit({"stopped": True, "stats": net.stats,
+    import dataclasses
+
+    _emit({"stopped": True, "stats": dataclasses.asdict(net.stats),
            "threads": sorted(t.name for t in threading.enumerate())})
 
 
