@@ -101,12 +101,18 @@ async def _with_temp_peer(settings: Settings, role: str, body: Callable[[Runtime
     settings = settings.model_copy(update={"listen_port": 0})  # never clash with a local agent
     with tempfile.TemporaryDirectory(prefix=f"swarm-{role}-") as tmp:
         rt = Runtime(settings, role, data_dir=Path(tmp))
+        failure: SubmitError | None = None
         async with trio.open_nursery() as nursery:
             await nursery.start(rt.run)
             try:
-                return await body(rt)
+                result = await body(rt)
+            except SubmitError as exc:  # raised here it would leave wrapped in an ExceptionGroup
+                failure = exc
             finally:
                 nursery.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        return result
 
 
 async def wait_for_peers(rt: Runtime, count: int, timeout: float) -> None:
@@ -139,15 +145,36 @@ async def submit(settings: Settings, title: str, description: str = "", timeout:
     return await _with_temp_peer(settings, "submitter", body)
 
 
-async def observe_once(settings: Settings, timeout: float = 30.0, settle: float = 1.0) -> dict:
-    async def body(rt: Runtime) -> dict:
+class NoAnswer(SubmitError):
+    """Peers were connected but none answered a sync request: the tree may be incomplete."""
+
+
+async def observe_once(settings: Settings, timeout: float = 30.0, settle: float = 1.0,
+                       sync_timeout: float = 10.0) -> tuple[dict, int]:
+    """Join, pull every connected peer's log, return (the tree as JSON, peers that answered).
+    Raises SubmitError if no peer was found, NoAnswer if none answered within sync_timeout:
+    an empty tree from nobody is not an answer."""
+    async def body(rt: Runtime) -> tuple[dict, int]:
         try:
             await wait_for_peers(rt, 1, timeout)
         except trio.TooSlowError:
             raise SubmitError(f"no peer found within {timeout:.0f}s") from None
         await trio.sleep(settle)
-        while (await rt.net.sync_all()).new > 0:
-            pass
-        return rt.tree().to_json()
+        answered: set[str] = set()
+        errors: dict[str, str] = {}
+        with trio.move_on_after(sync_timeout):
+            while True:
+                report = await rt.net.sync_all()
+                answered |= {r.peer for r in report.results if r.answered}
+                errors.update(report.errors)
+                if answered and report.new == 0:
+                    break
+                if not answered:
+                    await trio.sleep(0.5)  # nobody answered yet (busy, restarting): ask again
+        if not answered:
+            why = "; ".join(f"{p[-8:]}: {e}" for p, e in sorted(errors.items())[:3])
+            raise NoAnswer(f"no peer answered a sync request in {sync_timeout:.0f} s: the tree "
+                           f"may be incomplete" + (f" ({why})" if why else ""))
+        return rt.tree().to_json(), len(answered)
 
     return await _with_temp_peer(settings, "observer", body)

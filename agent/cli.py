@@ -158,16 +158,47 @@ def observe(
         trio.run(serve, s, "observer")
         return
     try:
-        data = trio.run(observe_once, s, timeout)
+        data, answered = trio.run(observe_once, s, timeout)
     except SubmitError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1)
+    err.print(f"synced from {answered} peer{'s' if answered != 1 else ''}")
     if as_json:
         sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         for g in data["goals"]:
             print(f"{g['state']:>8}  {g['title']}")
         print(f"digest {data['digest']}")
+
+
+@app.command()
+def keygen(
+    out: Optional[Path] = typer.Option(None, "--out", help="write it to this new file "
+                                       "(mode 600) instead of stdout; never overwrites"),
+) -> None:
+    """Make a swarm key (libp2p swarm.key format) for a private swarm.
+
+    Agents with SWARM_KEY_FILE=<that file> (or SWARM_KEY=<its content>) only talk to agents
+    holding the same key; a peer without it cannot connect, read, sync or publish."""
+    import os
+
+    from agent.net.swarmkey import generate_swarm_key, key_id, parse_swarm_key
+
+    text = generate_swarm_key()
+    if out is None:
+        sys.stdout.write(text)
+        return
+    try:
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        err.print(f"[red]error:[/red] {out} exists; not overwriting a swarm key")
+        raise typer.Exit(1)
+    except OSError as exc:
+        err.print(f"[red]error:[/red] cannot create {out}: {exc.strerror or exc}")
+        raise typer.Exit(1)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    err.print(f"wrote swarm key {key_id(parse_swarm_key(text))} to {out}")
 
 
 @app.command()

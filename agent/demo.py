@@ -20,6 +20,7 @@ from agent.core.decide import is_done
 from agent.core.events import Goal
 from agent.render import markdown_plan, rich_tree
 from agent.runtime import Runtime, load_identity
+from agent.net.swarmkey import generate_swarm_key
 from agent.settings import load_settings
 from agent.work import DEFAULT_STRATEGIES
 
@@ -41,6 +42,9 @@ class DemoConfig:
     scripted_latency: float = 0.2
     metrics: bool = False  # give every agent a /metrics port on 127.0.0.1
     extra_env: dict[str, str] = field(default_factory=dict)
+    # every demo is a private swarm of its own (with --mdns it would otherwise join, and be
+    # joined by, any other open swarm named "demo" on the network)
+    swarm_key: str = field(default_factory=lambda: generate_swarm_key(), repr=False)
 
 
 @dataclass
@@ -78,7 +82,9 @@ def plan_children(cfg: DemoConfig, root: Path) -> list[Child]:
 
 def child_env(cfg: DemoConfig, c: Child, everyone: list[Child], idx: int) -> dict[str, str]:
     env = dict(os.environ)
+    env.pop("SWARM_KEY_FILE", None)
     env.update({
+        "SWARM_KEY": cfg.swarm_key,
         "SWARM_SWARM": "demo", "SWARM_ROLE": c.role, "SWARM_NAME": c.name,
         "SWARM_DATA_DIR": str(c.data_dir), "SWARM_LISTEN_HOST": "127.0.0.1",
         "SWARM_LISTEN_PORT": str(c.port), "SWARM_MDNS": "true" if cfg.mdns else "false",
@@ -134,7 +140,7 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, console: Co
         swarm="demo", data_dir=root / "demo-client", listen_host="127.0.0.1", listen_port=0,
         peers=[] if cfg.mdns else [c.addr for c in children], mdns=cfg.mdns, scorers=cfg.scorers,
         max_depth=cfg.max_depth, max_children=cfg.max_children, max_rounds=cfg.max_rounds,
-        log_level="warning",
+        log_level="warning", swarm_key=cfg.swarm_key, swarm_key_file=None,
     )
     rt = Runtime(settings, "submitter")
     agents = [c for c in children if c.role != "observer"]

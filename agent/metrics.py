@@ -220,7 +220,7 @@ for _r in GOSSIP_DROP_REASONS:
     GOSSIP_DROPPED.labels(reason=_r)
 for _r in SYNC_REFUSE_REASONS:
     SYNC_REQUESTS_REFUSED.labels(reason=_r)
-for _r in ("ok", "error"):
+for _r in ("ok", "error", "timeout"):
     SYNC_REQUESTS.labels(outcome=_r)
 del _t, _r, _k
 

@@ -21,6 +21,9 @@ EXPECTED = {
     "swarm_llm_errors": ("counter", {"role", "backend", "kind"}),
     "swarm_tasks": ("gauge", {"state"}),
     "swarm_sync_events_pulled": ("counter", set()),
+    "swarm_connection_errors": ("counter", {"kind"}),
+    "swarm_gossip_dropped": ("counter", {"reason"}),
+    "swarm_sync_requests_refused": ("counter", {"reason"}),
     "swarm_plan_duration_seconds": ("histogram", set()),
     # an Info metric is exposed as a gauge named *_info in the text format
     "swarm_agent_info": ("gauge", {"role", "swarm", "version"}),
@@ -126,6 +129,17 @@ def test_names_follow_conventions():
             assert fam.name.endswith("_seconds"), f"{fam.name}: durations in seconds"
         if fam.type == "counter":
             assert not fam.name.endswith("_total"), "prometheus_client appends _total itself"
+
+
+def test_net_label_values_match_the_net_layer():
+    """The pre-created label values are exactly the ones agent.net uses."""
+    from agent.net import gossip as gossip_mod
+    from agent.net.wire import ConnErrorKind
+
+    assert set(metrics.CONNECTION_ERROR_KINDS) == {k.value for k in ConnErrorKind}
+    assert set(metrics.GOSSIP_DROP_REASONS) == {
+        gossip_mod.OVERSIZE, gossip_mod.UNSIGNED, gossip_mod.BAD_SIGNATURE,
+        gossip_mod.INBOX_FULL, gossip_mod.ERROR}
 
 
 def test_port_zero_is_a_no_op():

@@ -24,7 +24,6 @@ library: ``run`` raises ListenError. With 0.0.0.0, identify and mDNS would adver
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any, Callable
 
@@ -39,6 +38,7 @@ from .config import NetConfig
 from .discovery import concrete_ips
 from .gossip import GossipChannel, gossip_topic, make_gossipsub
 from .intake import IngestFn, Intake
+from .liblog import route_library_logs
 from .peers import PeerKeeper
 from .stats import NetworkStats
 from .store import EventStore
@@ -176,7 +176,7 @@ class Network:
         cfg = self.config
         proto = "ip6" if ":" in cfg.listen_host else "ip4"
         listen = Multiaddr(f"/{proto}/{cfg.listen_host}/tcp/{cfg.listen_port}")
-        _quiet_library_loggers()
+        route_library_logs()
         host = build_host(key_pair=create_new_key_pair(self._identity.seed), listen=listen,
                           report=self._peers.connection_failed, muxer=cfg.muxer,
                           psk=cfg.swarm_key, mdns=cfg.mdns, addrs_factory=_addrs_factory)
@@ -273,35 +273,3 @@ def _advertised(host: Any) -> list[Multiaddr]:
     addrs = [a for ma in host.get_transport_addrs() for a in _expand(ma)]
     external = [a for a in addrs if not a.startswith("/ip4/127.")]
     return [Multiaddr(a) for a in (external or addrs)]
-
-
-# ---------------------------------------------------------------------- library logging
-class _DropLibraryLine(logging.Filter):
-    """Drops library log lines this package reports itself (counted, in its own words)."""
-
-    def __init__(self, prefixes: tuple[str, ...]) -> None:
-        super().__init__()
-        self._prefixes = prefixes
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (isinstance(record.msg, str) and record.msg.startswith(self._prefixes))
-
-
-_FILTERS_INSTALLED = False
-
-
-def _quiet_library_loggers() -> None:
-    """py-libp2p logs every failed dial at ERROR (3 per attempt) and its auto-connector state
-    at INFO every 10 s; we log dial failures ourselves (debug, with backoff). Oversize pubsub
-    RPCs are counted and logged by GossipChannel. Only loggers the application has not
-    configured are given a level."""
-    global _FILTERS_INSTALLED
-    for name, level in (("libp2p.transport.tcp.tcp", logging.CRITICAL),
-                        ("libp2p.network.auto_connector", logging.WARNING)):
-        lg = logging.getLogger(name)
-        if lg.level == logging.NOTSET:
-            lg.setLevel(level)
-    if not _FILTERS_INSTALLED:
-        logging.getLogger("libp2p.pubsub.pubsub").addFilter(
-            _DropLibraryLine(("Inbound pubsub RPC from peer",)))
-        _FILTERS_INSTALLED = True
