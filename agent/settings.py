@@ -30,6 +30,8 @@ class Settings(BaseSettings):
     listen_port: int = Field(0, ge=0, le=65535)
     peers: Annotated[list[str], NoDecode] = Field(default_factory=list)
     mdns: bool = True
+    dht: bool = Field(False, description="find members beyond the local network through a "
+                      "Kademlia DHT, bootstrapped from SWARM_PEERS")
     reconnect_interval: float = Field(5.0, gt=0)
     sync_interval: float = Field(10.0, gt=0)
     # membership: a libp2p private network (pnet). The swarm.key file's content (or just its

@@ -58,11 +58,14 @@ class LocalSwarm:
         s = load_settings(swarm="demo", listen_host="127.0.0.1", listen_port=0, mdns=False,
                           peers=[c.addr for c in (peers or self.children)], scorers=self.cfg.scorers,
                           max_depth=self.cfg.max_depth, max_children=self.cfg.max_children,
-                          max_rounds=self.cfg.max_rounds, sync_interval=2, reconnect_interval=1)
+                          max_rounds=self.cfg.max_rounds, sync_interval=2, reconnect_interval=1,
+                          swarm_key=self.cfg.swarm_key, swarm_key_file=None)
         return Runtime(s, "submitter", data_dir=Path(tempfile.mkdtemp(prefix="driver-", dir=self.root)))
 
     def env(self, peers: list[Child]) -> dict[str, str]:
-        return {**os.environ, "SWARM_SWARM": "demo", "SWARM_MDNS": "false", "SWARM_LISTEN_HOST": "127.0.0.1",
+        env = {k: v for k, v in os.environ.items() if k != "SWARM_KEY_FILE"}
+        return {**env, "SWARM_KEY": self.cfg.swarm_key,  # the swarm is private (agent.demo)
+                "SWARM_SWARM": "demo", "SWARM_MDNS": "false", "SWARM_LISTEN_HOST": "127.0.0.1",
                 "SWARM_PEERS": ",".join(c.addr for c in peers), "SWARM_SCORERS": str(self.cfg.scorers),
                 "SWARM_MAX_DEPTH": str(self.cfg.max_depth), "SWARM_MAX_CHILDREN": str(self.cfg.max_children),
                 "SWARM_MAX_ROUNDS": str(self.cfg.max_rounds), "SWARM_LOG_FORMAT": "json"}

@@ -46,6 +46,8 @@ class NetConfig:
     sync_page: int = 200                 # events per sync page
     muxer: Literal["MPLEX", "YAMUX"] = "MPLEX"  # Mplex: lower latency measured here
     swarm_key: bytes | None = field(default=None, repr=False)  # 32 bytes: private network
+    dht: bool = False                    # Kademlia rendezvous: find members beyond the LAN
+    dht_interval: float = 30.0           # seconds between DHT lookups (after the first few)
     sync_limits: SyncLimits = SyncLimits()
 
     def __post_init__(self) -> None:
@@ -61,6 +63,7 @@ class NetConfig:
             listen_port=settings.listen_port, peers=tuple(settings.peers), mdns=settings.mdns,
             reconnect_interval=settings.reconnect_interval,
             sync_interval=settings.sync_interval, swarm_key=settings.swarm_psk(),
+            dht=settings.dht,
         )
         values.update(overrides)
         return cls(**values)

@@ -5,6 +5,7 @@
       SyncClient     (sync_client.py)  pull peers' logs: cursors, anti-entropy, reports
       SyncServer     (sync_server.py)  serve our log to peers, with per-peer limits
       PeerKeeper     (peers.py)        known peers, reconnects, mDNS, failed connections
+      DhtRendezvous  (rendezvous.py)   with SWARM_DHT: find members beyond the LAN
       Intake         (intake.py)       the one door into the runtime's ``ingest``
 
 The parts know nothing of each other or of this module: the facade injects callbacks
@@ -40,6 +41,7 @@ from .gossip import GossipChannel, gossip_topic, make_gossipsub
 from .intake import IngestFn, Intake
 from .liblog import route_library_logs
 from .peers import PeerKeeper
+from .rendezvous import DhtRendezvous
 from .stats import NetworkStats
 from .store import EventStore
 from .swarmkey import key_id
@@ -104,6 +106,11 @@ class Network:
         self._gossip = GossipChannel(peer_id=self._peer_id, topic=self.topic,
                                      intake=self._intake, log=self._log, on_reject=on_reject,
                                      on_overflow=self._sync.request_resync)
+        self._rendezvous = DhtRendezvous(
+            peer_id=self._peer_id, swarm=config.swarm,
+            key_id=key_id(config.swarm_key) if config.swarm_key is not None else None,
+            on_found=self._peers.found, connected=lambda: self._peers.connected,
+            interval=config.dht_interval, log=self._log) if config.dht else None
         self._host: Any = None
         self._running = False
 
@@ -197,11 +204,13 @@ class Network:
                         await nursery.start(self._gossip.run)
                         await nursery.start(self._peers.run, host)
                         await nursery.start(self._sync.run, host)
+                        if self._rendezvous is not None:
+                            await nursery.start(self._rendezvous.run, host)
                         self._running = True
                         self._log.info("net.started", peer_id=self._peer_id,
                                        addrs=self.listen_addrs, topic=self.topic,
                                        static_peers=len(self._peers.book.peers), mdns=cfg.mdns,
-                                       muxer=cfg.muxer,
+                                       dht=cfg.dht, muxer=cfg.muxer,
                                        startup_s=round(time.monotonic() - t0, 3))
                         task_status.started()
                         await trio.sleep_forever()

@@ -26,6 +26,13 @@ _DEMOTED = (
     "Inbound pubsub RPC from peer",       # oversize gossip: counted by GossipChannel
     "request_response ",                  # our sync server does not use the helper's server
     "MultiselectClient handshake:",       # a dial that failed midway: logged by PeerKeeper
+    "Failed to read DHT message",         # the DHT is best effort: peers come and go
+    "Incomplete DHT message",
+    "Failed to open stream to ",
+    "Error sending ADD_PROVIDER",
+    "Failed to send ADD_PROVIDER",
+    "message channel of stream",          # a stream nobody read for 5 s is reset (mplex)
+    "Received message for non-existent stream",  # data for a stream we reset (a timeout)
 )
 # loggers whose records we replace entirely (we log the same events ourselves)
 _LEVELS = {

@@ -198,6 +198,18 @@ class PeerKeeper:
                                                          "reconnecting")
         self._wake.set()
 
+    def found(self, peer: str, addrs: list[Multiaddr], *, how: str = "dht") -> None:
+        """A discovery mechanism (the DHT rendezvous) saw a member at these addresses."""
+        if peer == self._peer_id:
+            return
+        addrs = usable_addrs(addrs)
+        if not addrs:
+            return
+        self._stats.discovered += 1
+        if self.book.add(peer, addrs, static=False):
+            self._log.info("net.discovered", peer=peer, addrs=[str(a) for a in addrs], how=how)
+            self._wake.set()
+
     def _found_from_thread(self, peer_info: Any) -> None:
         """Trio thread (via run_sync_soon): queue an mDNS discovery."""
         try:
@@ -242,17 +254,10 @@ class PeerKeeper:
     async def _discoveries(self) -> None:
         async for info in self._found:
             pid = info.peer_id.to_base58()
-            if pid == self._peer_id:
-                continue
-            addrs = usable_addrs(list(info.addrs))
-            if not addrs:
+            if pid != self._peer_id and not usable_addrs(list(info.addrs)):
                 self._log.debug("net.discovered_unusable", peer=pid,
                                 addrs=[str(a) for a in info.addrs])
-                continue
-            self._stats.discovered += 1
-            if self.book.add(pid, addrs, static=False):
-                self._log.info("net.discovered", peer=pid, addrs=[str(a) for a in addrs])
-            self._wake.set()
+            self.found(pid, list(info.addrs), how="mdns")
 
     async def _reconnect_loop(self, nursery: trio.Nursery) -> None:
         while True:

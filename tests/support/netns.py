@@ -223,3 +223,45 @@ def set_link(net: TestNet, host_index: int, up: bool) -> None:
     """Cut (or restore) one host's cable: its veth end in the bridge namespace."""
     br = net.namespaces[0]
     _ns(br, "ip", "link", "set", f"vh{host_index + 1}", "up" if up else "down")
+
+
+@contextmanager
+def two_networks(n1: int, n2: int) -> Iterator[TestNet]:
+    """Two LANs joined by a router, no multicast between them: ``n1`` hosts on
+    10.77.<x>.0/24 (bridge br0) and ``n2`` on 10.78.<x>.0/24 (br1); the router namespace
+    (``net.namespaces[0]``) holds both bridges, is .254 on each and forwards unicast only.
+    ``net.hosts`` lists the first network's hosts, then the second's."""
+    if not (1 <= n1 <= 100 and 1 <= n2 <= 100):
+        raise ValueError("1..100 hosts per network")
+    x = secrets.randbelow(256)
+    net = TestNet()
+    try:
+        router = _unique("rt")
+        _ip("netns", "add", router)
+        net.namespaces.append(router)
+        _ns(router, "ip", "link", "set", "lo", "up")
+        _ns(router, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+        index = 0
+        for b, (count, prefix) in enumerate(((n1, f"10.77.{x}"), (n2, f"10.78.{x}"))):
+            _ns(router, "ip", "link", "add", f"br{b}", "type", "bridge", "mcast_snooping", "0")
+            _ns(router, "ip", "addr", "add", f"{prefix}.254/24", "dev", f"br{b}")
+            _ns(router, "ip", "link", "set", f"br{b}", "up")
+            for i in range(1, count + 1):
+                index += 1
+                host = _unique(f"n{b}h{i}")
+                _ip("netns", "add", host)
+                net.namespaces.append(host)
+                _ip("link", "add", f"vh{index}", "netns", router, "type", "veth",
+                    "peer", "name", "eth0", "netns", host)
+                _ns(router, "ip", "link", "set", f"vh{index}", "master", f"br{b}")
+                _ns(router, "ip", "link", "set", f"vh{index}", "up")
+                ip = f"{prefix}.{i}"
+                _ns(host, "ip", "link", "set", "lo", "up")
+                _ns(host, "ip", "addr", "add", f"{ip}/24", "dev", "eth0")
+                _ns(host, "ip", "link", "set", "eth0", "up")
+                _ns(host, "ip", "route", "add", "default", "via", f"{prefix}.254")
+                _multicast_on(host, "eth0")
+                net.hosts.append(Host(host, ip))
+        yield net
+    finally:
+        net.cleanup()
