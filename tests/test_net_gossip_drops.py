@@ -113,3 +113,25 @@ def test_library_log_lines_are_one_line_without_traceback(capsys):
     assert [(e["log_level"], e["msg"]) for e in logs] == [
         ("error", "task start exited with error: boom")]
     assert logs[0]["error"] == "RuntimeError: Cannot schedule task after service has stopped"
+
+
+async def test_a_garbage_public_key_in_gossip_is_dropped_not_fatal(tmp_path):
+    """py-libp2p's signature_validator re-raises whatever deserializing ``msg.key`` raises,
+    and its per-message task runs under Pubsub's service manager: one such message used to
+    stop Pubsub (and the agent). Here it is one dropped, counted message."""
+    import os as _os
+
+    node = Node("n", tmp_path, sync_interval=3600)
+    async with running(node.net):
+        async with stranger() as bad:
+            await _dial(bad, node)
+            stream = await _gossip_stream(bad, node)
+            msg = _message(bad, hello(ident("k"), "scorer", wall=3).raw, sign=True)
+            msg.from_id = b"\x00\x01" + _os.urandom(30)  # not an identity multihash: use .key
+            msg.key = b"\x08\x01\x12\x05junk!"           # an Ed25519 key of 5 bytes
+            await _send_rpc(stream, msg)
+            good = hello(ident("fine"), "scorer", wall=4)
+            await _send_rpc(stream, _message(bad, good.raw, sign=True))
+            await wait_for(lambda: good.id in node.rt.ids, 5, "the next message")
+        assert node.net.running
+    assert node.net.stats.gossip.dropped == {"bad_signature": 1}
