@@ -140,7 +140,7 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, console: Co
         swarm="demo", data_dir=root / "demo-client", listen_host="127.0.0.1", listen_port=0,
         peers=[] if cfg.mdns else [c.addr for c in children], mdns=cfg.mdns, scorers=cfg.scorers,
         max_depth=cfg.max_depth, max_children=cfg.max_children, max_rounds=cfg.max_rounds,
-        log_level="warning", swarm_key=cfg.swarm_key, swarm_key_file=None,
+        log_level="warning", key=cfg.swarm_key, key_file=None,
     )
     rt = Runtime(settings, "submitter")
     agents = [c for c in children if c.role != "observer"]

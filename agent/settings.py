@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import (
-    AliasChoices, Field, PrivateAttr, SecretStr, ValidationError, field_validator, model_validator,
+    Field, PrivateAttr, SecretStr, ValidationError, field_validator, model_validator,
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
@@ -36,10 +36,8 @@ class Settings(BaseSettings):
     sync_interval: float = Field(10.0, gt=0)
     # membership: a libp2p private network (pnet). The swarm.key file's content (or just its
     # 64 hex digits) in SWARM_KEY, or its path in SWARM_KEY_FILE. Unset: an open swarm.
-    swarm_key: SecretStr | None = Field(
-        None, validation_alias=AliasChoices("SWARM_KEY", "swarm_key"), repr=False)
-    swarm_key_file: Path | None = Field(
-        None, validation_alias=AliasChoices("SWARM_KEY_FILE", "swarm_key_file"))
+    key: SecretStr | None = Field(None, repr=False, description="the swarm key (SWARM_KEY)")
+    key_file: Path | None = Field(None, description="a swarm.key file (SWARM_KEY_FILE)")
     metrics_port: int = Field(0, ge=0, le=65535, description="0 disables the /metrics endpoint")
     metrics_host: str = "0.0.0.0"
 
@@ -86,16 +84,16 @@ class Settings(BaseSettings):
     def _load_swarm_key(self) -> "Settings":
         from agent.net.swarmkey import SwarmKeyError, parse_swarm_key
 
-        if self.swarm_key is not None and self.swarm_key_file is not None:
+        if self.key is not None and self.key_file is not None:
             raise ValueError("set SWARM_KEY or SWARM_KEY_FILE, not both")
-        if self.swarm_key_file is not None:
+        if self.key_file is not None:
             try:
-                text = self.swarm_key_file.read_text(encoding="ascii")
+                text = self.key_file.read_text(encoding="ascii")
             except (OSError, UnicodeDecodeError) as exc:
-                raise ValueError(f"cannot read swarm key file {self.swarm_key_file}: {exc}") from None
-            source = f"swarm key file {self.swarm_key_file}"
-        elif self.swarm_key is not None:
-            text, source = self.swarm_key.get_secret_value(), "SWARM_KEY"
+                raise ValueError(f"cannot read swarm key file {self.key_file}: {exc}") from None
+            source = f"swarm key file {self.key_file}"
+        elif self.key is not None:
+            text, source = self.key.get_secret_value(), "SWARM_KEY"
         else:
             return self
         try:

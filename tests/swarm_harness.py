@@ -59,7 +59,7 @@ class LocalSwarm:
                           peers=[c.addr for c in (peers or self.children)], scorers=self.cfg.scorers,
                           max_depth=self.cfg.max_depth, max_children=self.cfg.max_children,
                           max_rounds=self.cfg.max_rounds, sync_interval=2, reconnect_interval=1,
-                          swarm_key=self.cfg.swarm_key, swarm_key_file=None)
+                          key=self.cfg.swarm_key, key_file=None)
         return Runtime(s, "submitter", data_dir=Path(tempfile.mkdtemp(prefix="driver-", dir=self.root)))
 
     def env(self, peers: list[Child]) -> dict[str, str]:

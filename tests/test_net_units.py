@@ -75,7 +75,7 @@ def test_settings_swarm_key(tmp_path, monkeypatch):
     path = tmp_path / "swarm.key"
     path.write_text(format_swarm_key(key))
     with pytest.raises(SettingsError, match="not both"):
-        load_settings(swarm_key_file=path)
+        load_settings(key_file=path)
     monkeypatch.delenv("SWARM_KEY")
     monkeypatch.setenv("SWARM_KEY_FILE", str(path))
     assert load_settings().swarm_psk() == key
