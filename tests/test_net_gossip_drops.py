@@ -8,7 +8,6 @@ import time
 
 import pytest
 import structlog
-import trio
 
 from agent import metrics
 from agent.net import gossip_topic

@@ -67,7 +67,7 @@ async def test_sync_cancelled_while_the_socket_is_busy_kills_nobody(tmp_path):
             tcp = _tcp(conn)
             for round_ in range(5):
                 _fill(b.store, [hello(ident(f"r{round_}"), "scorer", wall=round_)])
-                held, release = trio.Event(), trio.Event()
+                held = trio.Event()
 
                 async def holder() -> None:
                     async with tcp.write_lock:  # a large write in flight for 0.3 s

@@ -8,7 +8,6 @@ from typing import Any
 
 import orjson
 import pytest
-import trio
 
 from agent import metrics
 from agent.net.config import SyncLimits

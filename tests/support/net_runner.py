@@ -3,11 +3,13 @@
 As a script (the mDNS tests start it inside network namespaces):
 
     python tests/support/net_runner.py --name n1 --swarm s --data DIR [--mdns] [--peers A,B]
+        [--swarm-key HEX]
 
 prints JSON lines on stdout: {"ready": ...}, {"peers": n}, {"event": id, ...}, {"published": id}
 and reads JSON-line commands on stdin: {"hello": "<role>"} signs and publishes a hello event;
 {"publish": "<raw event>"} publishes given bytes; {"mesh": true} reports the gossip mesh;
-{"sync_all": true}; {"quit": true}.
+{"sync_all": true} answers {"synced": new events, "answered": peers}; {"quit": true} answers
+{"stopped": true, "stats": <Network.stats as a dict>, "threads": [...]}.
 
 ``MiniRuntime`` (also used in-process by the tests) is what the real runtime does, minus the
 fold: decode/verify, drop duplicates, append to the store, remember arrival order and time.
