@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+if TYPE_CHECKING:
+    from agent.behaviour.timing import Timing
 
 Role = Literal["decomposer", "scorer", "executor", "observer"]
 LLMBackendName = Literal["auto", "ollama", "llamacpp", "scripted"]
@@ -49,19 +52,33 @@ class Settings(BaseSettings):
     scripted_latency: float = Field(0.0, ge=0)
 
     # plan parameters (carried in the goal event, so every peer folds with the same ones)
-    scorers: int = Field(3, ge=1, le=101, description="configured scorer count")
-    quorum: int | None = Field(None, ge=1, le=101, description="absolute quorum; default majority")
+    scorers: int = Field(3, ge=1, le=101,
+                         description="scorers a submitter waits to know before naming the electorate")
+    quorum: int | None = Field(None, ge=1, le=101,
+                               description="absolute quorum (a strict majority of the electorate); default majority")
     max_depth: int = Field(2, ge=0, le=6)
     max_children: int = Field(5, ge=2, le=12)
     max_rounds: int = Field(2, ge=1, le=10)
+    max_lease_seconds: float = Field(300.0, ge=1, le=3600,
+                                     description="no claim holds a task longer, renewals included")
 
-    # role timing
+    # role timing: liveness and speed only, never safety
     strategy: str | None = Field(None, max_length=40)
-    collection_window: float = Field(1.5, ge=0)
+    proposal_window: float = Field(1.5, ge=0, description="least wait for competing splits (s)")
+    proposal_window_max: float = Field(120.0, ge=0)
+    proposal_window_ratio: float = Field(2.0, ge=0,
+                                         description="wait this many times the first split's delay")
+    vote_timeout: float = Field(1.0, ge=0, description="prevote/precommit timeouts (s)")
     round_timeout: float = Field(30.0, gt=0)
+    open_timeout: float = Field(60.0, gt=0, description="vote on a node nobody proposes for after (s)")
     settle_window: float = Field(1.0, ge=0)
     lease_seconds: float = Field(30.0, gt=0)
-    max_drift_ms: int = Field(60_000, gt=0)
+    startup_sync: float = Field(10.0, ge=0, description="wait for peers' logs before acting (s)")
+    # clocks
+    max_ahead_ms: int = Field(2_000, ge=0, description="events stamped further ahead are held until due")
+    max_drift_ms: int = Field(60_000, gt=0, description="events stamped further ahead are refused")
+    clock_offset_ms: int = Field(0, ge=-86_400_000, le=86_400_000,
+                                 description="FAULT INJECTION ONLY: shift this agent's clock (tests)")
 
     @field_validator("peers", mode="before")
     @classmethod
@@ -76,11 +93,34 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"quorum {self.quorum} exceeds the scorer count {self.scorers}: no split could pass"
             )
+        if self.quorum is not None and 2 * self.quorum <= self.scorers:
+            raise ValueError(
+                f"quorum {self.quorum} is not a strict majority of {self.scorers} scorers: two splits "
+                "could both pass"
+            )
         return self
 
-    @property
-    def effective_quorum(self) -> int:
-        return self.quorum if self.quorum is not None else self.scorers // 2 + 1
+    def quorum_for(self, electorate: int) -> int:
+        """The quorum for an electorate of this size: the configured one, raised to a strict
+        majority if the electorate is larger than expected."""
+        majority = electorate // 2 + 1
+        return min(electorate, max(self.quorum or majority, majority))
+
+    def timing(self) -> "Timing":
+        from agent.behaviour.timing import Timing
+
+        vote_ms = int(self.vote_timeout * 1000)
+        return Timing(
+            proposal_window_min_ms=int(self.proposal_window * 1000),
+            proposal_window_max_ms=int(self.proposal_window_max * 1000),
+            proposal_window_ratio=self.proposal_window_ratio,
+            open_timeout_ms=int(self.open_timeout * 1000),
+            prevote_timeout_ms=vote_ms, precommit_timeout_ms=vote_ms,
+            round_timeout_ms=int(self.round_timeout * 1000),
+            settle_ms=int(self.settle_window * 1000),
+            lease_ms=int(self.lease_seconds * 1000),
+            startup_sync_ms=int(self.startup_sync * 1000),
+        )
 
 
 class SettingsError(RuntimeError):
