@@ -118,10 +118,13 @@ class Executor(Behaviour):
     def _drop(self, n: NodeView | None, why: str, release: bool = True) -> list[Effect]:
         t = self.task
         assert t is not None
+        working = self.phase is Phase.WORKING
         self.task, self.phase = None, Phase.IDLE
         out: list[Effect] = [log("info", f"{why}; work dropped", node=t.node, event_id=t.claim)]
         if t.ask_ticket is not None:
-            out += [Cancel(t.ask_ticket), Count(Metric.WORK_DROPPED)]
+            out.append(Cancel(t.ask_ticket))
+        if working:
+            out.append(Count(Metric.WORK_DROPPED))
         if release and t.claim is not None and n is not None:
             out.append(Publish(Release(node=t.node, claim=t.claim, reason=why[:200])))
         return out

@@ -2,8 +2,8 @@
 publishes its scores as feedback, and votes in two-phase rounds (see agent.core.consensus).
 
 The voting rules that make a decision final live here, and only timing is local judgment:
-- prevote in round r: a polka (quorum of prevotes) seen for a value in an earlier round at or
-  after my lock -> that value; else my locked value; else, when rounds ran out, LEAF; else my
+- prevote in round r: a polka (quorum of prevotes) seen for a value in a round at or after my
+  lock (up to r itself) -> that value; else my locked value; else, when rounds ran out, LEAF; else my
   own choice among the splits on the table (round 1 waits for competing splits first);
 - precommit in round r only a value that has a polka in round r (then I am locked on it), or
   NIL once a quorum prevoted without agreeing and a short timeout passed;
@@ -147,7 +147,8 @@ class Scorer(Behaviour):
         t = n.tally
         assert t is not None
         lock = my_lock(t, self.me)
-        polka = t.latest_polka(before=r)
+        # a polka in an earlier round, or already in this one, at or after my lock round
+        polka = t.latest_polka(before=r + 1)
         if polka is not None and (lock is None or polka[0] >= lock[0]):
             return polka[1]
         if lock is not None:

@@ -83,3 +83,37 @@ class SquatterExecutor(Executor):
         if node is not None and hasattr(answer, "id"):
             self.held[node] = (answer.id, now)
         return []
+
+
+class StrangerVoter(Scorer):
+    """A member outside the goal's electorate that votes anyway, every phase, for anything:
+    the fold must refuse every one of its votes (a Sybil, or a scorer added after the goal)."""
+
+    cast: set
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.cast = set()
+
+    def votable(self, n) -> bool:  # pretend to be an elector
+        return not n.leaf and n.decided is None and n.depth < n.params.max_depth
+
+    def _poll(self, tree: Tree, now: int) -> list[Effect]:
+        out: list[Effect] = []
+        for n in tree.walk():
+            if not self.votable(n) or n.tally is None:
+                continue
+            rnd = max(1, n.tally.top_round)
+            if (n.id, rnd) in self.cast:
+                continue
+            self.cast.add((n.id, rnd))
+            options = [p.id for p in n.proposals] + [LEAF]
+            value = self.rng.choice(options)
+            for phase in ("prevote", "precommit"):
+                out.append(ForgedPublish(Vote(node=n.id, round=rnd, phase=phase, value=value),
+                                         backdate_ms=self.rng.choice((0, 60_000))))
+            break
+        return out
+
+    def _answered(self, ticket: int, answer: Any, tree: Tree, now: int) -> list[Effect]:
+        return []

@@ -146,10 +146,12 @@ class Checker:
         if not tree.is_done(sim.goal_id):
             counts = ", ".join(f"{k}={v}" for k, v in tree.counts().items() if v)
             self.fail("liveness", f"goal not done after {sim.cfg.limit_ms // 1000} s ({counts})")
-        faultless = sim.cfg.faults == type(sim.cfg.faults)()
+        faultless = sim.cfg.faults == type(sim.cfg.faults)() and not sim.cfg.script
         twice = sum(n.executed_twice for n in tree.walk())
-        if faultless and twice:
-            self.fail("exactly_once", f"{twice} task(s) ran more than once without any fault")
+        started = sum(1 for claims in sim.stats.executions.values() if len(claims) > 1)
+        if faultless and (twice or started):
+            self.fail("exactly_once", f"without any fault {started} task(s) got LLM work from more than one "
+                                      f"claim, {twice} more than one valid result")
 
     @property
     def ok(self) -> bool:

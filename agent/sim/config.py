@@ -28,6 +28,7 @@ class Faults:
     llm_garbage: float = 0.0  # chance an LLM answer is unusable
     # Byzantine electors, kept within the documented bound (fewer than 2q - n)
     byzantine: int = 0
+    strangers: int = 0  # members outside the electorate that vote anyway (refused at intake)
     squatter: bool = False  # an executor that claims with the longest lease and never works
 
     @classmethod
@@ -38,7 +39,7 @@ class Faults:
     def all(cls) -> "Faults":
         return cls(loss=0.03, dup=0.03, slow=0.05, very_slow=0.01, partitions=2, crashes=2,
                    pauses=1, skew_ms=1_500, fast_clock_ms=30_000, llm_errors=0.05,
-                   llm_garbage=0.05, byzantine=1, squatter=True)
+                   llm_garbage=0.05, byzantine=1, strangers=1, squatter=True)
 
     @classmethod
     def parse(cls, text: str) -> "Faults":
@@ -71,7 +72,7 @@ class Faults:
         if "llm" in kinds:
             f = replace(f, llm_errors=full.llm_errors, llm_garbage=full.llm_garbage)
         if "byzantine" in kinds:
-            f = replace(f, byzantine=full.byzantine, squatter=full.squatter)
+            f = replace(f, byzantine=full.byzantine, strangers=full.strangers, squatter=full.squatter)
         return f
 
 
@@ -106,3 +107,7 @@ class SimConfig:
     sync_interval_ms: int = 10_000  # anti-entropy pull from a random reachable peer
     check_every: int = 1  # run the invariant checker every N steps (1: after every step)
     trace: bool = False  # keep the behaviours' log lines
+    # scripted faults on top of the random ones: (at ms, action, args) with actions
+    # partition [[names], [names]] | heal | crash name | restart name | pause name ms |
+    # join role count (new members that announce themselves mid-plan)
+    script: tuple[tuple[int, str, object], ...] = ()

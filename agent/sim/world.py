@@ -35,7 +35,7 @@ from agent.eventlog import MemoryLog
 from agent.llm.base import LLMRequest, LLMUnavailable
 from agent.llm.scripted import scripted_answer
 
-from .byzantine import EquivocatingScorer, ForgedPublish, SquatterExecutor
+from .byzantine import EquivocatingScorer, ForgedPublish, SquatterExecutor, StrangerVoter
 from .config import SimConfig
 
 START_MS = 1_767_225_600_000  # 2026-01-01: virtual time's origin
@@ -98,6 +98,7 @@ class SimStats:
     done_ms: int | None = None
     virtual_ms: int = 0
     first_round_tables: list[int] = field(default_factory=list)  # proposals on the table at prevote
+    executions: dict[str, set] = field(default_factory=dict)  # task -> claims that spent LLM work on it
 
 
 class Simulation:
@@ -128,7 +129,8 @@ class Simulation:
         if f.byzantine:
             scorers = max(scorers, 3 * f.byzantine + 1)
         roles = (["submitter"] + ["decomposer"] * cfg.decomposers + ["scorer"] * scorers
-                 + ["executor"] * cfg.executors + (["executor"] if f.squatter else []) + ["observer"])
+                 + ["executor"] * cfg.executors + (["executor"] if f.squatter else [])
+                 + ["stranger"] * f.strangers + ["observer"])
         counts: dict[str, int] = {}
         for i, role in enumerate(roles):
             counts[role] = counts.get(role, 0) + 1
@@ -151,6 +153,9 @@ class Simulation:
             self.stats.injected.append(f"clock: {fast.name} runs {f.fast_clock_ms} ms ahead")
         for a in self.agents:
             a.behaviour = self._behaviour(a)
+        for a in self.agents:
+            if a.role == "stranger":
+                a.byzantine = True
         electorate = sorted(a.me for a in self.agents if a.role == "scorer")
         n = len(electorate)
         # fewer than 2q - n liars keep a decision safe (agent.core.consensus): q > (n + f) / 2
@@ -172,6 +177,8 @@ class Simulation:
         if a.role == "executor":
             cls = SquatterExecutor if a.byzantine else Executor
             return cls(a.me, t, seed)
+        if a.role == "stranger":
+            return StrangerVoter(a.me, t, seed)
         return None
 
     def local(self, a: SimAgent) -> int:
@@ -250,7 +257,9 @@ class Simulation:
     # ------------------------------------------------------------------ running
     def start(self) -> None:
         for a in self.agents:
-            if a.role not in ("submitter", "observer"):
+            if a.role == "stranger":
+                self._forge(a, ForgedPublish(Hello(role="scorer", name=a.name)))
+            elif a.role not in ("submitter", "observer"):
                 self.publish(a, Hello(role=a.role, name=a.name))
         self.now += 200
         goal = self.publish(self.agents[0], Goal(title=self.cfg.goal, params=self.params))
@@ -259,7 +268,12 @@ class Simulation:
             self.at(self.now + self.rng.randint(0, self.cfg.sync_interval_ms), "antientropy", a.idx)
         self._plan_faults()
 
+    def by_name(self, name: str) -> SimAgent:
+        return next(a for a in self.agents if a.name == name)
+
     def _plan_faults(self) -> None:
+        for at, action, args in self.cfg.script:
+            self.at(self.now + at, "script", -1, (action, args))
         f, cfg = self.cfg.faults, self.cfg
         span = cfg.fault_phase_ms
         movable = [a for a in self.agents if a.role in ("decomposer", "scorer", "executor", "observer")]
@@ -345,7 +359,45 @@ class Simulation:
             if not new:
                 break
 
+    def _scripted(self, action: str, args: Any) -> None:
+        if action == "partition":
+            groups = {a.idx: 2 for a in self.agents}  # anyone unnamed sits alone in group 2
+            for g, names in enumerate(args):
+                for name in names:
+                    groups[self.by_name(name).idx] = g
+            self.partition = groups
+            self.stats.injected.append(f"{self.now - START_MS} ms: partition {args}")
+        elif action == "heal":
+            self._handle("heal", -1, None)
+        elif action in ("crash", "restart"):
+            self._handle(action, self.by_name(args).idx, None)
+        elif action == "pause":
+            name, ms = args
+            self._handle("pause", self.by_name(name).idx, ms)
+        elif action == "join":
+            role, count = args
+            for _ in range(count):
+                n = sum(1 for a in self.agents if a.role == role) + 1
+                name = f"{role}-{n}"
+                a = SimAgent(len(self.agents), name, role, self._ident(name),
+                             intake=Intake(IntakeConfig(pending_ttl_ms=120_000)))
+                a.behaviour = self._behaviour(a)
+                self.agents.insert(len(self.agents) - 1, a)  # the observer stays last
+                for i, b in enumerate(self.agents):
+                    b.idx = i
+                if self.partition is not None:
+                    self.partition = {b.idx: self.partition.get(b.idx, 0) for b in self.agents}
+                self.stats.injected.append(f"{self.now - START_MS} ms: {name} joins")
+                self.publish(a, Hello(role=role, name=name))
+                self._request_sync(a, [b for b in self.agents if b is not a and b.up], None)
+                self.at(self.now + self.cfg.sync_interval_ms, "antientropy", a.idx)
+        else:
+            raise ValueError(f"unknown scripted action {action!r}")
+
     def _handle(self, kind: str, idx: int, payload: Any) -> None:
+        if kind == "script":
+            self._scripted(*payload)
+            return
         if kind == "partition":
             groups = {a.idx: self.rng.randint(0, 1) for a in self.agents}
             self.partition = groups
@@ -520,6 +572,9 @@ class Simulation:
                 if eff.ticket is not None:
                     self._answer(a, eff.ticket, answer)
             elif isinstance(eff, Ask):
+                task = getattr(a.behaviour, "task", None)
+                if task is not None and getattr(task, "claim", None) is not None:
+                    self.stats.executions.setdefault(task.node, set()).add(task.claim)
                 kind = eff.request.kind
                 a.asks[eff.ticket] = kind
                 self.stats.llm_calls[kind] = self.stats.llm_calls.get(kind, 0) + 1
