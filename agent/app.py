@@ -110,11 +110,14 @@ def plan_params(settings: Settings, electorate: list[str]) -> PlanParams:
                       max_lease_ms=int(settings.max_lease_seconds * 1000))
 
 
-def known_scorers(rt: Runtime, connected_only: bool = True) -> list[str]:
-    """Scorers that announced themselves (signed hello) and, by default, are connected now: the
-    electorate a new goal names. With a swarm key only members can announce themselves."""
-    live = set(rt.net.connected) if (connected_only and rt.net is not None) else None
-    return sorted(p for p, roles in rt.plan.roles.items() if "scorer" in roles and (live is None or p in live))
+def known_scorers(rt: Runtime, expected: int = 0) -> list[str]:
+    """The electorate a new goal names: scorers that announced themselves (signed hello); the
+    connected ones if there are enough of them (a scorer that left keeps its old hello), all
+    announced ones otherwise. With a swarm key only members can announce themselves."""
+    announced = sorted(p for p, roles in rt.plan.roles.items() if "scorer" in roles)
+    live = set(rt.net.connected) if rt.net is not None else set()
+    connected = [p for p in announced if p in live]
+    return connected if expected and len(connected) >= expected else announced
 
 
 async def _with_temp_peer(settings: Settings, role: str, body: Callable[[Runtime], Awaitable[Any]]) -> Any:
@@ -142,10 +145,10 @@ class SubmitError(RuntimeError):
 async def choose_electorate(settings: Settings, rt: Runtime, timeout: float) -> list[str]:
     """Wait (up to ``timeout``) until ``settings.scorers`` scorers are known; name those known."""
     with trio.move_on_after(timeout):
-        while len(known_scorers(rt)) < settings.scorers:
+        while len(known_scorers(rt, settings.scorers)) < settings.scorers:
             await rt.net.sync_all()
             await trio.sleep(0.3)
-    scorers = known_scorers(rt)
+    scorers = known_scorers(rt, settings.scorers)
     if not scorers:
         raise SubmitError(f"no scorer announced itself within {timeout:.0f}s: nobody could vote on the goal")
     if len(scorers) < settings.scorers:

@@ -124,11 +124,12 @@ def simulate(
     if trace:
         for t, who, event, fields in sim.trace:
             print(f"{t / 1000:9.3f}s {who:14} {event} " + " ".join(f"{k}={str(v)[:16]}" for k, v in fields.items()))
-    tree = derive(sim.agents[-1].intake.plan, sim.now)
+    plan = sim.agents[-1].intake.plan
+    tree = derive(plan, plan.latest_wall())  # what `replay` computes from the written log
     if out is not None:
         from agent.logfile import write_log
 
-        write_log(out, sorted(sim.agents[-1].intake.plan.events.values(), key=lambda e: (e.order, e.id)))
+        write_log(out, sorted(plan.events.values(), key=lambda e: (e.order, e.id)))
     done = f"done at {st.done_ms / 1000:.1f} s virtual" if st.done_ms is not None else "NOT done"
     print(f"seed {seed}, faults={faults}: {done}; {st.events_published} events, LLM calls "
           f"{dict(sorted(st.llm_calls.items()))}, {st.llm_cancelled} cancelled; digest {tree.digest}")

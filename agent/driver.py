@@ -160,7 +160,9 @@ class Driver:
         elif m is Metric.TASK_SECONDS:
             metrics.TASK_DURATION.observe(eff.value)
         elif m is Metric.PROPOSALS_SCORED:
-            metrics.PROPOSALS_SCORED.observe(eff.value)
+            metrics.FIRST_PREVOTES.inc()
+            if eff.value >= 2:
+                metrics.FIRST_PREVOTES_COMPETING.inc()
         elif m is Metric.TASK_RELEASED:
             metrics.CLAIMS.labels(outcome="released").inc(eff.value)
         # LLM_CANCELLED is counted where the scope is cancelled; the rest are in the logs

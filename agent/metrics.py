@@ -187,10 +187,14 @@ DECISIONS = Counter(
     ["kind"],
     registry=REGISTRY,
 )
-PROPOSALS_SCORED = Histogram(
-    "swarm_proposals_scored",
-    "Scorer: splits on the table when it cast its first-round prevote (competition)",
-    buckets=(0, 1, 2, 3, 4, 5, 6, 8, 12),
+FIRST_PREVOTES = Counter(
+    "swarm_first_round_prevotes",
+    "Scorer: first-round prevotes cast",
+    registry=REGISTRY,
+)
+FIRST_PREVOTES_COMPETING = Counter(
+    "swarm_first_round_prevotes_competing",
+    "Scorer: first-round prevotes cast with at least two splits judged side by side",
     registry=REGISTRY,
 )
 

@@ -198,10 +198,31 @@ class Runtime:
             if self._outbox:
                 await self._flush_outbox()
             self._errors.summarize()
+            self._export_net_stats()
             tree = self.tree()
             self._progress.observe(tree, self.plan.goals)
             if tree.now_ms >= tree.valid_until - 500:
                 self._changed_now()  # a lease lapsed: time alone changed the tree
+
+    def _export_net_stats(self) -> None:
+        """The network layer keeps plain counters; mirror their growth into Prometheus."""
+        st = getattr(self.net, "stats", None)
+        if not isinstance(st, dict):
+            return
+        now = {
+            "pulled": st.get("sync_new", 0),
+            "served": st.get("sync_requests_served", 0),
+            "ok": sum(c.pages for c in getattr(self.net, "cursors", {}).values()),
+            "error": st.get("sync_errors", 0),
+        }
+        prev, self._net_seen = getattr(self, "_net_seen", {}), now
+        for key, metric in (("pulled", metrics.SYNC_EVENTS_PULLED), ("served", metrics.SYNC_REQUESTS_SERVED)):
+            if now[key] > prev.get(key, 0):
+                metric.inc(now[key] - prev.get(key, 0))
+        for outcome in ("ok", "error"):
+            metrics.SYNC_REQUESTS.labels(outcome=outcome)
+            if now[outcome] > prev.get(outcome, 0):
+                metrics.SYNC_REQUESTS.labels(outcome=outcome).inc(now[outcome] - prev.get(outcome, 0))
 
     # ------------------------------------------------------------------ output
     async def publish(self, body: Any) -> Event:

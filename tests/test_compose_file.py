@@ -133,7 +133,7 @@ def test_agent_settings_load_from_compose_env(monkeypatch, scale, quorum_env, ex
             monkeypatch.setenv(k, v)
     s = load_settings()
     assert s.scorers == int(scale)
-    assert s.effective_quorum == expected
+    assert s.quorum_for(int(scale)) == expected
 
 
 def test_healthchecks(raw):

@@ -23,7 +23,7 @@ def agent_env(tmp_path, name, role):
             "SWARM_DATA_DIR": str(tmp_path / name), "SWARM_MDNS": "true", "SWARM_PEERS": "",
             "SWARM_LLM": "scripted", "SWARM_SCRIPTED_LATENCY": "0.05", "SWARM_SCORERS": "1",
             "SWARM_MAX_DEPTH": "1", "SWARM_MAX_CHILDREN": "3", "SWARM_LOG_FORMAT": "json",
-            "SWARM_LOG_LEVEL": "info", "SWARM_COLLECTION_WINDOW": "0.5", "SWARM_SETTLE_WINDOW": "0.3",
+            "SWARM_LOG_LEVEL": "info", "SWARM_PROPOSAL_WINDOW": "0.5", "SWARM_SETTLE_WINDOW": "0.3",
             "SWARM_LISTEN_PORT": "4001", "SWARM_RECONNECT_INTERVAL": "1", "SWARM_SYNC_INTERVAL": "2"}
 
 

@@ -165,7 +165,8 @@ class Executor(Behaviour):
             else:
                 self.backoff.reset()
                 lease = self._mine(n)
-                if lease is None or lease[1] - now < self.timing.lease_margin_ms:
+                margin = min(self.timing.lease_margin_ms, self.timing.lease_ms // 4)
+                if lease is None or lease[1] - now < margin:
                     return self._drop(n, "lease lapsed before the result was ready")
                 self.task, self.phase = None, Phase.IDLE
                 return [Publish(body), Observe(Metric.TASK_SECONDS, (now - t.started) / 1000),
