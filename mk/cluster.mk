@@ -74,8 +74,12 @@ up: image swarm-key
 	@echo "observer metrics: http://127.0.0.1:9101/metrics  Prometheus: http://127.0.0.1:9090"
 	@$(if $(PODMAN_LOCAL),true,echo "Grafana: http://127.0.0.1:3000 (dashboard Swarm)")
 
+# --remove-orphans: podman-compose's `down` otherwise removes only the replicas the current
+# SCALE_* names (after `make up SCALE_SCORERS=5`, a plain `make down` left scorer 4 and 5, and
+# so the network and volume, behind); with it, every container of the project goes.
+# DOWN_FLAGS=-v also deletes the volumes: every agent's key and log (new identities next time).
 down: cluster-check
-	$(DC) down $(DOWN_FLAGS)
+	$(DC) down --remove-orphans $(DOWN_FLAGS)
 
 logs: cluster-check
 	$(DC) logs -f --tail=200 $(SERVICE)

@@ -346,3 +346,11 @@ def test_env_is_never_committed_nor_sent_to_an_image_build():
                 if ln.strip() and not ln.startswith("#")]
     assert patterns[0] == "*", "the build context must start from nothing"
     assert not any(p.startswith("!") and ".env" in p for p in patterns)
+
+
+def test_make_down_removes_every_replica():
+    """podman-compose's `down` removes only the replicas the current SCALE_* names: after
+    `make up SCALE_SCORERS=5`, `make down` must still remove scorer 4 and 5 (by project label)."""
+    mk = (ROOT / "mk" / "cluster.mk").read_text()
+    recipe = re.search(r"^down:.*\n\t(.*)$", mk, re.M)
+    assert recipe and " down --remove-orphans" in recipe.group(1), recipe and recipe.group(1)
