@@ -73,8 +73,9 @@ def expand_data_dir(template: str) -> Path:
         fd = _lock_dir(Path(base))
         if fd is None:
             owner = (Path(base) / DATA_DIR_LOCK).read_text(errors="replace").strip() or "?"
-            raise ValueError(f"{base} is in use by another agent ({owner}); "
-                             "use {slot} in SWARM_DATA_DIR for replicas that share a hostname")
+            raise ValueError(f"{base} is in use by another agent (host and pid: {owner}). A second "
+                             "command beside a running agent needs a SWARM_DATA_DIR of its own "
+                             "(e.g. /tmp/x); replicas that share a hostname need {slot} in it")
         _held[base] = (Path(base), fd)
         return Path(base)
     for n in range(1, MAX_SLOTS + 1):
