@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import re
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -12,6 +16,78 @@ if TYPE_CHECKING:
     from agent.behaviour.timing import Timing
 
 Role = Literal["decomposer", "scorer", "executor", "observer"]
+
+# ---------------------------------------------------------------- data dir templates
+# SWARM_DATA_DIR may name its directory by placeholders, expanded once at load time, so that one
+# volume shared by every container of a Compose project gives each agent its own directory that
+# survives re-creation of the container (same key, same log, same peer):
+#   {hostname}  socket.gethostname(): stable where the hostname is (Compose `hostname:`)
+#   {slot}      the lowest n >= 1 whose directory no running process holds: for scaled
+#               replicas, whose hostname is the container id (new on every re-creation)
+# A templated directory is held for the life of the process by an exclusive flock on
+# DATA_DIR_LOCK inside it (released by the kernel when the process dies, however it dies), so
+# two live agents never share one key and log: `{slot}` skips a held directory, `{hostname}`
+# refuses it. Replicas of one service are interchangeable, so which replica takes which slot
+# does not matter: the set of peers is the same after `up --force-recreate`, `scale` down/up or
+# a crash. The lock is advisory and needs a filesystem where flock works across processes
+# (local disks and Docker/podman local volumes; not every network filesystem).
+DATA_DIR_LOCK = "agent.lock"
+DATA_DIR_PLACEHOLDERS = ("hostname", "slot")
+MAX_SLOTS = 1000
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+_held: dict[str, tuple[Path, int]] = {}  # expanded template -> (directory, locked fd), per process
+
+
+def _lock_dir(path: Path) -> int | None:
+    """The fd of an exclusive flock on path/DATA_DIR_LOCK (written: host and pid), or None when
+    another process holds it."""
+    path.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path / DATA_DIR_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{socket.gethostname()} {os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def expand_data_dir(template: str) -> Path:
+    """SWARM_DATA_DIR with its placeholders expanded (see above); a plain path is returned as is.
+    Idempotent within a process: the same template gives the directory already held."""
+    names = _PLACEHOLDER.findall(template)
+    if not names:
+        return Path(template)
+    unknown = sorted(set(names) - set(DATA_DIR_PLACEHOLDERS))
+    if unknown:
+        raise ValueError(f"unknown placeholder {{{unknown[0]}}} in {template!r} "
+                         f"(known: {', '.join('{%s}' % n for n in DATA_DIR_PLACEHOLDERS)})")
+    host = socket.gethostname()
+    if not host or "/" in host:
+        raise ValueError(f"hostname {host!r} cannot name a directory")
+    base = template.replace("{hostname}", host)
+    if base in _held:
+        return _held[base][0]
+    if "{slot}" not in base:
+        fd = _lock_dir(Path(base))
+        if fd is None:
+            owner = (Path(base) / DATA_DIR_LOCK).read_text(errors="replace").strip() or "?"
+            raise ValueError(f"{base} is in use by another agent (host and pid: {owner}). A second "
+                             "command beside a running agent needs a SWARM_DATA_DIR of its own "
+                             "(e.g. /tmp/x); replicas that share a hostname need {slot} in it")
+        _held[base] = (Path(base), fd)
+        return Path(base)
+    for n in range(1, MAX_SLOTS + 1):
+        path = Path(base.replace("{slot}", str(n)))
+        fd = _lock_dir(path)
+        if fd is not None:
+            _held[base] = (path, fd)
+            return path
+    raise ValueError(f"all {MAX_SLOTS} slots of {template!r} are held by running agents")
 LLMBackendName = Literal["auto", "ollama", "llamacpp", "scripted"]
 
 
@@ -79,6 +155,13 @@ class Settings(BaseSettings):
     max_drift_ms: int = Field(60_000, gt=0, description="events stamped further ahead are refused")
     clock_offset_ms: int = Field(0, ge=-86_400_000, le=86_400_000,
                                  description="FAULT INJECTION ONLY: shift this agent's clock (tests)")
+
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _expand_data_dir(cls, v: object) -> object:
+        if isinstance(v, (str, Path)) and "{" in str(v):
+            return expand_data_dir(str(v))
+        return v
 
     @field_validator("peers", mode="before")
     @classmethod
