@@ -59,7 +59,9 @@ async def _llm_with_retry(settings: Settings, log: Any):
 
 def behaviour_for(settings: Settings, rt: Runtime) -> Behaviour:
     role = rt.role
-    seed = int.from_bytes(hashlib.sha256(rt.me.encode() + str(wall_ms()).encode()).digest()[:4], "big")
+    seed = settings.seed
+    if seed is None:
+        seed = int.from_bytes(hashlib.sha256(rt.me.encode() + str(wall_ms()).encode()).digest()[:4], "big")
     strategy = settings.strategy or DEFAULT_STRATEGIES[seed % len(DEFAULT_STRATEGIES)]
     return make_behaviour(role, rt.me, settings.timing(), seed, strategy=strategy)
 

@@ -140,13 +140,14 @@ class Settings(BaseSettings):
 
     # role timing: liveness and speed only, never safety
     strategy: str | None = Field(None, max_length=40)
+    seed: int | None = Field(None, ge=0, description="the role's random seed (reproducible tests); default random")
     proposal_window: float = Field(1.5, ge=0, description="least wait for competing splits (s)")
     proposal_window_max: float = Field(120.0, ge=0)
     proposal_window_ratio: float = Field(2.0, ge=0,
                                          description="wait this many times the first split's delay")
     vote_timeout: float = Field(1.0, ge=0, description="prevote/precommit timeouts (s)")
     round_timeout: float = Field(30.0, gt=0)
-    open_timeout: float = Field(60.0, gt=0, description="vote on a node nobody proposes for after (s)")
+    open_timeout: float = Field(600.0, gt=0, description="vote on a node nobody proposes for after (s)")
     settle_window: float = Field(1.0, ge=0)
     lease_seconds: float = Field(30.0, gt=0)
     startup_sync: float = Field(10.0, ge=0, description="wait for peers' logs before acting (s)")

@@ -14,7 +14,7 @@ class Timing:
     proposal_window_max_ms: int = 120_000
     proposal_window_ratio: float = 2.0
     # A node nobody proposes for (no decomposer alive) is voted on anyway after this.
-    open_timeout_ms: int = 60_000
+    open_timeout_ms: int = 600_000
     # Tendermint-style round timeouts, started once a quorum of votes of a phase is in.
     prevote_timeout_ms: int = 1_000
     precommit_timeout_ms: int = 1_000

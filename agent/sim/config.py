@@ -78,7 +78,7 @@ class Faults:
 
 def sim_timing() -> Timing:
     return Timing(
-        proposal_window_min_ms=1_500, proposal_window_max_ms=60_000, open_timeout_ms=60_000,
+        proposal_window_min_ms=1_500, proposal_window_max_ms=60_000, open_timeout_ms=600_000,
         prevote_timeout_ms=1_000, precommit_timeout_ms=1_000, round_timeout_ms=30_000,
         settle_ms=1_000, lease_ms=20_000, lease_margin_ms=2_000, attempts=3, set_aside_ms=15_000,
         startup_sync_ms=5_000,
@@ -107,6 +107,7 @@ class SimConfig:
     sync_interval_ms: int = 10_000  # anti-entropy pull from a random reachable peer
     check_every: int = 1  # run the invariant checker every N steps (1: after every step)
     trace: bool = False  # keep the behaviours' log lines
+    behaviour_seed: int | None = None  # every behaviour's seed (to compare with real processes)
     # scripted faults on top of the random ones: (at ms, action, args) with actions
     # partition [[names], [names]] | heal | crash name | restart name | pause name ms |
     # join role count (new members that announce themselves mid-plan)

@@ -42,6 +42,11 @@ START_MS = 1_767_225_600_000  # 2026-01-01: virtual time's origin
 STRATEGIES = ("by place", "by activity", "by day", "by phase")
 
 
+def sim_identity(seed: int, name: str) -> Identity:
+    """The key a simulated agent gets (tests give real processes the same keys)."""
+    return Identity(hashlib.sha256(f"{seed}:{name}".encode()).digest())
+
+
 @dataclass
 class SimAgent:
     idx: int
@@ -121,7 +126,7 @@ class Simulation:
 
     # ------------------------------------------------------------------ set-up
     def _ident(self, name: str) -> Identity:
-        return Identity(hashlib.sha256(f"{self.cfg.seed}:{name}".encode()).digest())
+        return sim_identity(self.cfg.seed, name)
 
     def _build(self) -> None:
         cfg, f = self.cfg, self.cfg.faults
@@ -168,6 +173,8 @@ class Simulation:
 
     def _behaviour(self, a: SimAgent) -> Behaviour | None:
         seed = self.rng.randrange(2**31)
+        if self.cfg.behaviour_seed is not None:
+            seed = self.cfg.behaviour_seed
         t = self.cfg.timing
         if a.role == "decomposer":
             return Decomposer(a.me, t, seed, strategy=a.strategy)
