@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import signal
 import tempfile
 from pathlib import Path
@@ -11,18 +12,16 @@ from typing import Any, Awaitable, Callable
 import trio
 
 from agent import metrics
+from agent.behaviour import make as make_behaviour
+from agent.behaviour.backoff import Backoff
+from agent.behaviour.base import Behaviour
 from agent.core.events import Goal, Hello, PlanParams
+from agent.driver import Driver, declare_llm_series
 from agent.llm.base import LLMError, LLMUnavailable
-from agent.roles.common import Backoff, declare_llm_series
-from agent.runtime import Runtime
+from agent.runtime import Runtime, open_runtime, wall_ms
 from agent.settings import Settings
 
-ROLE_LOOPS: dict[str, str] = {
-    "decomposer": "agent.roles.decomposer",
-    "scorer": "agent.roles.scorer",
-    "executor": "agent.roles.executor",
-    "observer": "agent.roles.observer",
-}
+DEFAULT_STRATEGIES = ("by place", "by activity", "by day")
 
 
 async def _until_signal(cancel: trio.CancelScope, log: Any) -> None:
@@ -33,10 +32,16 @@ async def _until_signal(cancel: trio.CancelScope, log: Any) -> None:
             return
 
 
+async def _sleep_backoff(backoff: Backoff, log: Any, exc: Exception, what: str) -> None:
+    delay = backoff.failed(wall_ms())
+    log.warning(f"{what}; backing off", error=str(exc)[:300], retry_in=round(delay / 1000, 1))
+    await trio.sleep(delay / 1000)
+
+
 async def _llm_with_retry(settings: Settings, log: Any):
     from agent.llm import make_llm
 
-    backoff = Backoff(first=2.0, cap=60.0)
+    backoff = Backoff(2_000, 60_000)
     while True:
         try:
             llm = await make_llm(settings)
@@ -49,58 +54,78 @@ async def _llm_with_retry(settings: Settings, log: Any):
             log.info("LLM ready", backend=llm.backend, model=str(llm.model))
             return llm
         except LLMError as exc:
-            await backoff.wait(log, exc)
+            await _sleep_backoff(backoff, log, exc, "LLM unavailable")
+
+
+def behaviour_for(settings: Settings, rt: Runtime) -> Behaviour:
+    role = rt.role
+    seed = settings.seed
+    if seed is None:
+        seed = int.from_bytes(hashlib.sha256(rt.me.encode() + str(wall_ms()).encode()).digest()[:4], "big")
+    strategy = settings.strategy or DEFAULT_STRATEGIES[seed % len(DEFAULT_STRATEGIES)]
+    return make_behaviour(role, rt.me, settings.timing(), seed, strategy=strategy)
 
 
 async def serve(settings: Settings, role: str) -> None:
-    import importlib
-
-    rt = Runtime(settings, role)
+    rt = open_runtime(settings, role)
     metrics.set_agent_info(role, settings.swarm)
     metrics.start_metrics_server(settings.metrics_port, settings.metrics_host)
-    loop = importlib.import_module(ROLE_LOOPS[role]).run
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_until_signal, nursery.cancel_scope, rt.log)
         await nursery.start(rt.run)
         rt.log.info("agent up", addrs=rt.net.listen_addrs, events=len(rt.plan))
-        llm = None
-        if role != "observer":
-            llm = await _llm_with_retry(settings, rt.log)
-            declare_llm_series(role, llm.backend)
-            await rt.publish(Hello(role=role, name=settings.name or ""))
+        if role == "observer":
+            from agent.observe import show
+
+            await show(rt)
+            return
+        llm = await _llm_with_retry(settings, rt.log)
+        declare_llm_series(role, llm.backend)
+        await rt.publish(Hello(role=role, name=settings.name or ""))
         try:
-            await supervise(loop, rt, llm)
+            await supervise(lambda: Driver(behaviour_for(settings, rt), rt, llm).run(), rt)
         finally:
-            if llm is not None:
-                with trio.CancelScope(shield=True):
-                    await llm.aclose()
+            with trio.CancelScope(shield=True):
+                await llm.aclose()
 
 
-async def supervise(loop: Callable[..., Awaitable[None]], rt: Runtime, llm: Any,
-                    backoff: Backoff | None = None) -> None:
-    """Run a role loop; if a bug makes it raise, log the traceback, back off and run it again
-    rather than let the process die and crash-loop under a supervisor."""
-    backoff = backoff or Backoff(first=1.0, cap=60.0)
+async def supervise(run: Callable[[], Awaitable[None]], rt: Runtime, backoff: Backoff | None = None) -> None:
+    """Run a role; if a bug makes it raise, log the traceback, back off and start it afresh
+    (a new behaviour object: its state rebuilds from the log) rather than let the process die
+    and crash-loop under a supervisor."""
+    backoff = backoff or Backoff(1_000, 60_000)
     while True:
         try:
-            await loop(rt, llm)
+            await run()
             return
-        except Exception as exc:  # trio.Cancelled is a BaseException and passes through
-            rt.log.exception("role loop failed; restarting it", error=repr(exc)[:300])
+        except Exception as exc:  # a bug in the role: trio.Cancelled is a BaseException and passes
+            rt.log.exception("role failed; restarting it", error=repr(exc)[:300])
             metrics.ROLE_RESTARTS.inc()
-            await backoff.wait(rt.log, exc, "role loop failed")
+            await _sleep_backoff(backoff, rt.log, exc, "role failed")
 
 
-def plan_params(settings: Settings) -> PlanParams:
-    return PlanParams(scorers=settings.scorers, quorum=settings.effective_quorum,
+def plan_params(settings: Settings, electorate: list[str]) -> PlanParams:
+    electorate = sorted(set(electorate))
+    return PlanParams(electorate=tuple(electorate), quorum=settings.quorum_for(len(electorate)),
                       max_depth=settings.max_depth, max_children=settings.max_children,
-                      max_rounds=settings.max_rounds)
+                      max_rounds=settings.max_rounds,
+                      max_lease_ms=int(settings.max_lease_seconds * 1000))
+
+
+def known_scorers(rt: Runtime, expected: int = 0) -> list[str]:
+    """The electorate a new goal names: scorers that announced themselves (signed hello); the
+    connected ones if there are enough of them (a scorer that left keeps its old hello), all
+    announced ones otherwise. With a swarm key only members can announce themselves."""
+    announced = sorted(p for p, roles in rt.plan.roles.items() if "scorer" in roles)
+    live = set(rt.net.connected) if rt.net is not None else set()
+    connected = [p for p in announced if p in live]
+    return connected if expected and len(connected) >= expected else announced
 
 
 async def _with_temp_peer(settings: Settings, role: str, body: Callable[[Runtime], Awaitable[Any]]) -> Any:
     settings = settings.model_copy(update={"listen_port": 0})  # never clash with a local agent
     with tempfile.TemporaryDirectory(prefix=f"swarm-{role}-") as tmp:
-        rt = Runtime(settings, role, data_dir=Path(tmp))
+        rt = open_runtime(settings, role, data_dir=Path(tmp))
         failure: SubmitError | None = None
         async with trio.open_nursery() as nursery:
             await nursery.start(rt.run)
@@ -125,19 +150,37 @@ class SubmitError(RuntimeError):
     pass
 
 
-async def submit(settings: Settings, title: str, description: str = "", timeout: float = 60.0) -> str:
+async def choose_electorate(settings: Settings, rt: Runtime, timeout: float) -> list[str]:
+    """Wait (up to ``timeout``) until ``settings.scorers`` scorers are known; name those known."""
+    with trio.move_on_after(timeout):
+        while len(known_scorers(rt, settings.scorers)) < settings.scorers:
+            await rt.net.sync_all()
+            await trio.sleep(0.3)
+    scorers = known_scorers(rt, settings.scorers)
+    if not scorers:
+        raise SubmitError(f"no scorer announced itself within {timeout:.0f}s: nobody could vote on the goal")
+    if len(scorers) < settings.scorers:
+        rt.log.warning("fewer scorers than expected; naming those known", expected=settings.scorers,
+                       known=len(scorers))
+    return scorers
+
+
+async def submit(settings: Settings, title: str, description: str = "", timeout: float = 60.0,
+                 electorate: list[str] | None = None) -> str:
     async def body(rt: Runtime) -> str:
         try:
             await wait_for_peers(rt, 1, timeout)
         except trio.TooSlowError:
             raise SubmitError(f"no peer found within {timeout:.0f}s (mDNS={settings.mdns}, "
                               f"peers={settings.peers or 'none'})") from None
-        ev = await rt.publish(Goal(title=title, description=description, params=plan_params(settings)))
+        voters = electorate or await choose_electorate(settings, rt, timeout)
+        ev = await rt.publish(Goal(title=title, description=description, params=plan_params(settings, voters)))
         with trio.move_on_after(timeout):
             while True:
                 for peer in list(rt.net.connected):
                     if await rt.net.peer_has(peer, ev.id):
-                        rt.log.info("goal stored by a peer", event_id=ev.id, peer_id=peer)
+                        rt.log.info("goal stored by a peer", event_id=ev.id, peer_id=peer,
+                                    electorate=len(voters))
                         return ev.id
                 await trio.sleep(0.2)
         raise SubmitError(f"goal {ev.id} published but no peer confirmed storing it within {timeout:.0f}s")

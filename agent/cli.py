@@ -24,6 +24,7 @@ def replay(
     """Verify and fold an event log, then print the plan tree."""
     from agent.core.plan import Plan
     from agent.core.reasons import Rejected
+    from agent.core.tree import derive
     from agent.logfile import read_log
     from agent.render import rich_tree
 
@@ -42,8 +43,8 @@ def replay(
             if exc.reason.value != "duplicate":
                 print(f"{log}: event {ev.id[:12]} refused: {exc}", file=sys.stderr)
     for ev, key in plan.pending_events():
-        print(f"{log}: event {ev.id[:12]} refused: unknown_dependency: waits for {key}", file=sys.stderr)
-    tree = plan.tree(now)
+        print(f"{log}: event {ev.id[:12]} refused: waits for {key}", file=sys.stderr)
+    tree = derive(plan, now if now is not None else plan.latest_wall())
     if as_json:
         sys.stdout.write(orjson.dumps(tree.to_json(), option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
@@ -52,41 +53,90 @@ def replay(
 
 @app.command()
 def simulate(
-    seed: int = typer.Option(0, help="random seed: same seed, same log"),
-    out: Path = typer.Option(..., "--out", help="where to write the signed event log (JSON lines)"),
+    seed: int = typer.Option(0, help="one run: same seed, same run"),
+    seeds: Optional[str] = typer.Option(None, help="a sweep: '0..9999', '1,5,9'; over several processes"),
+    faults: str = typer.Option("none", help="'all', 'none' or a list: delay,loss,dup,partition,crash,"
+                                            "pause,skew,llm,byzantine"),
+    out: Optional[Path] = typer.Option(None, "--out", help="one run: write the observer's signed event log"),
+    processes: int = typer.Option(0, help="sweep processes (0: one per CPU)"),
     goal: str = typer.Option("Plan a two-week trip to Japan"),
     decomposers: int = typer.Option(3, min=1, max=20),
-    scorers: int = typer.Option(5, min=1, max=51),
-    executors: int = typer.Option(3, min=1, max=20),
-    quorum: Optional[int] = typer.Option(None, min=1),
+    scorers: int = typer.Option(3, min=1, max=51),
+    executors: int = typer.Option(2, min=1, max=20),
     max_depth: int = typer.Option(2, min=0, max=4),
-    max_children: int = typer.Option(4, min=2, max=8),
+    max_children: int = typer.Option(3, min=2, max=8),
     max_rounds: int = typer.Option(2, min=1, max=6),
-    crash_probability: float = typer.Option(0.15, min=0.0, max=1.0),
+    trace: bool = typer.Option(False, help="one run: print the behaviours' log lines"),
 ) -> None:
-    """Run the whole protocol in memory (virtual time, scripted LLM, no network)."""
-    from agent.logfile import write_log
-    from agent.sim import SimConfig, simulate as run_sim
+    """Run the real behaviours in virtual time under injected faults; check the invariants."""
+    import time
 
-    if quorum is not None and quorum > scorers:
-        err.print(f"[red]error:[/red] quorum {quorum} exceeds {scorers} scorers")
+    from agent.sim import Faults, SimConfig
+    from agent.sim.checker import INVARIANTS
+
+    try:
+        fault_cfg = Faults.parse(faults)
+    except ValueError as exc:
+        err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2)
-    cfg = SimConfig(seed=seed, goal=goal, decomposers=decomposers, scorers=scorers,
-                    executors=executors, quorum=quorum, max_depth=max_depth,
-                    max_children=max_children, max_rounds=max_rounds,
-                    crash_probability=crash_probability)
-    log, stats, plan = run_sim(cfg)
-    write_log(out, log)
-    tree = plan.tree()
-    print(
-        f"{'done' if stats.done else 'NOT done'}: {stats.events} events, {stats.proposals} proposals "
-        f"({stats.refinements} refinements), {stats.votes} votes, max round {stats.max_round}, "
-        f"{stats.claims} claims, {stats.collisions} collisions, {stats.takeovers} takeovers, "
-        f"{stats.crashes} crashes, {stats.virtual_ms / 1000:.1f} s virtual; digest {tree.digest}",
-        file=sys.stderr,
-    )
-    if not stats.done:
-        raise typer.Exit(1)
+    base = SimConfig(seed=seed, goal=goal, decomposers=decomposers, scorers=scorers, executors=executors,
+                     max_depth=max_depth, max_children=max_children, max_rounds=max_rounds,
+                     faults=fault_cfg, trace=trace)
+    if seeds is not None:
+        from agent.sim.sweep import parse_seeds, summarize, sweep
+
+        try:
+            seed_list = parse_seeds(seeds)
+        except ValueError as exc:
+            err.print(f"[red]error:[/red] bad --seeds: {exc}")
+            raise typer.Exit(2)
+        t0 = time.perf_counter()
+        done = [0]
+
+        def progress(r) -> None:
+            done[0] += 1
+            if not r.ok:
+                print(f"seed {r.seed}: FAILED: " + "; ".join(r.violations[:3]), flush=True)
+                if r.error:
+                    print(r.error, flush=True)
+            elif done[0] % 100 == 0:
+                rate = done[0] / (time.perf_counter() - t0)
+                print(f"{done[0]}/{len(seed_list)} seeds, {rate:.2f} seeds/s", flush=True)
+
+        results = sweep(seed_list, base, processes or None, progress)
+        s = summarize(results, time.perf_counter() - t0)
+        print(f"{s.seeds} seeds, faults={faults}: {len(s.failed)} failed; {s.seconds:.1f} s, "
+              f"{s.seeds_per_second:.2f} seeds/s; invariants checked after every step: {', '.join(INVARIANTS)}")
+        print(f"first-round prevotes with >= 2 splits on the table: {s.competition:.0%}; tasks run twice "
+              f"(under faults): {s.executed_twice}; median goal->done: {s.median_done_s} s virtual")
+        for r in s.failed:
+            print(f"  reproduce: python -m agent simulate --seed {r.seed} --faults {faults}")
+        raise typer.Exit(1 if s.failed else 0)
+
+    from agent.core.tree import derive
+    from agent.sim import Simulation
+
+    sim = Simulation(base)
+    sim.run()
+    st = sim.stats
+    for line in st.injected:
+        print(f"injected: {line}")
+    if trace:
+        for t, who, event, fields in sim.trace:
+            print(f"{t / 1000:9.3f}s {who:14} {event} " + " ".join(f"{k}={str(v)[:16]}" for k, v in fields.items()))
+    plan = sim.agents[-1].intake.plan
+    tree = derive(plan, plan.latest_wall())  # what `replay` computes from the written log
+    if out is not None:
+        from agent.logfile import write_log
+
+        write_log(out, sorted(plan.events.values(), key=lambda e: (e.order, e.id)))
+    done = f"done at {st.done_ms / 1000:.1f} s virtual" if st.done_ms is not None else "NOT done"
+    print(f"seed {seed}, faults={faults}: {done}; {st.events_published} events, LLM calls "
+          f"{dict(sorted(st.llm_calls.items()))}, {st.llm_cancelled} cancelled; digest {tree.digest}")
+    print("invariants checked after every step: " + ", ".join(INVARIANTS))
+    for v in sim.checker.violations:
+        print(f"VIOLATION {v}")
+    raise typer.Exit(1 if sim.checker.violations else 0)
 
 
 def main() -> None:

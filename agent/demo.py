@@ -15,14 +15,12 @@ from pathlib import Path
 import trio
 from rich.console import Console
 
-from agent.app import plan_params
-from agent.core.decide import is_done
+from agent.app import DEFAULT_STRATEGIES, plan_params
 from agent.core.events import Goal
 from agent.render import markdown_plan, rich_tree
-from agent.runtime import Runtime, load_identity
+from agent.runtime import load_identity, open_runtime
 from agent.net.swarmkey import generate_swarm_key
 from agent.settings import load_settings
-from agent.work import DEFAULT_STRATEGIES
 
 
 @dataclass
@@ -142,7 +140,7 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, console: Co
         max_depth=cfg.max_depth, max_children=cfg.max_children, max_rounds=cfg.max_rounds,
         log_level="warning", key=cfg.swarm_key, key_file=None,
     )
-    rt = Runtime(settings, "submitter")
+    rt = open_runtime(settings, "submitter")
     agents = [c for c in children if c.role != "observer"]
     t0 = time.monotonic()
     async with trio.open_nursery() as nursery:
@@ -165,11 +163,12 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, console: Co
             return 3, (f"{len(waiting)} agents never became ready (no LLM?), e.g. {waiting[0].name}:\n"
                        + _tail(root / "logs" / (waiting[0].name + ".log"), 4))
         console.print(f"[dim]{len(agents)} agents ready after {time.monotonic() - t0:.1f}s; posting the goal[/dim]")
-        goal = await rt.publish(Goal(title=cfg.goal, params=plan_params(settings)))
+        electorate = [c.peer_id for c in children if c.role == "scorer"]
+        goal = await rt.publish(Goal(title=cfg.goal, params=plan_params(settings, electorate)))
         t_goal = time.monotonic()
         last = ""
         with trio.move_on_after(cfg.timeout) as scope:
-            while not is_done(rt.tree(), goal.id):
+            while not rt.tree().is_done(goal.id):
                 await rt.wait_change(2.0)
                 dead = [c for c in children if c.proc and c.proc.poll() is not None]
                 if dead:

@@ -32,6 +32,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from agent import __version__
+from agent.core.events import EVENT_TYPES as _EVENT_TYPES
 from agent.core.reasons import Reason
 
 # The *_created series double the series count and no dashboard uses them (process-wide switch;
@@ -45,7 +46,7 @@ GCCollector(registry=REGISTRY)  # python_gc_*
 
 # Known label values. Children for these are created up front so every series exists (at 0)
 # from the first scrape: rate() and absent() behave, and dashboards show zeros, not gaps.
-EVENT_TYPES = ("hello", "goal", "proposal", "vote", "claim", "renew", "release", "result")
+EVENT_TYPES = _EVENT_TYPES
 # every reason the core can refuse an event for (agent.core.reasons.Reason)
 REJECT_REASONS = tuple(r.value for r in Reason)
 ROLES = ("decomposer", "scorer", "executor", "observer")
@@ -142,7 +143,7 @@ SYNC_REQUESTS_SERVED = Counter(
 # --- plan progress (as folded by this peer) -----------------------------------------------------
 VOTE_LATENCY = Histogram(
     "swarm_vote_latency_seconds",
-    "Time from a split proposal first seen to its acceptance at quorum, as observed locally",
+    "Time from a node's first split proposal seen to its decision at quorum, as observed locally",
     buckets=VOTE_LATENCY_BUCKETS,
     registry=REGISTRY,
 )
@@ -156,11 +157,6 @@ TASKS = Gauge(
     "swarm_tasks",
     "Nodes of the plan tree(s) known to this peer, by state",
     ["state"],
-    registry=REGISTRY,
-)
-SPLITS_ACCEPTED = Counter(
-    "swarm_splits_accepted",
-    "Split proposals that reached quorum, as observed locally",
     registry=REGISTRY,
 )
 
@@ -185,6 +181,44 @@ TASK_DURATION = Histogram(
     "swarm_task_duration_seconds",
     "Executor: from a won claim to the published result",
     buckets=TASK_BUCKETS,
+    registry=REGISTRY,
+)
+
+TASKS_EXECUTED_TWICE = Counter(
+    "swarm_tasks_executed_twice",
+    "Tasks found with more than one valid result (a partition hid a claim): observed in the fold",
+    registry=REGISTRY,
+)
+WORK_DROPPED = Counter(
+    "swarm_work_dropped",
+    "Executor: LLM work thrown away because the lease was lost before the result was ready",
+    registry=REGISTRY,
+)
+LLM_CANCELLED = Counter(
+    "swarm_llm_cancelled",
+    "LLM requests stopped because their node was decided or done meanwhile, by role",
+    ["role"],
+    registry=REGISTRY,
+)
+EVENTS_HELD = Counter(
+    "swarm_events_held",
+    "Events stamped further ahead of our clock than allowed, held until due",
+    registry=REGISTRY,
+)
+DECISIONS = Counter(
+    "swarm_decisions",
+    "Nodes decided at a quorum of precommits, by kind (split, leaf), as observed locally",
+    ["kind"],
+    registry=REGISTRY,
+)
+FIRST_PREVOTES = Counter(
+    "swarm_first_round_prevotes",
+    "Scorer: first-round prevotes cast",
+    registry=REGISTRY,
+)
+FIRST_PREVOTES_COMPETING = Counter(
+    "swarm_first_round_prevotes_competing",
+    "Scorer: first-round prevotes cast with at least two splits judged side by side",
     registry=REGISTRY,
 )
 
@@ -222,6 +256,8 @@ for _r in SYNC_REFUSE_REASONS:
     SYNC_REQUESTS_REFUSED.labels(reason=_r)
 for _r in ("ok", "error", "timeout"):
     SYNC_REQUESTS.labels(outcome=_r)
+for _k in ("split", "leaf"):
+    DECISIONS.labels(kind=_k)
 del _t, _r, _k
 
 

@@ -13,13 +13,13 @@ STYLE = {"open": "white", "voting": "yellow", "split": "cyan", "ready": "magenta
 
 def _label(n: NodeView) -> Text:
     t = Text()
-    t.append(f"[{n.state}] ", style=STYLE.get(n.state, ""))
+    t.append(f"[{n.state.value}] ", style=STYLE.get(n.state.value, ""))
     t.append(n.title, style="bold" if n.depth == 0 else "")
     extra = []
     if n.proposals and not n.leaf:
         extra.append(f"{len(n.proposals)} proposals")
-    if n.rounds:
-        extra.append(f"round {max(n.rounds)}")
+    if n.tally is not None and n.tally.rounds:
+        extra.append(f"round {n.tally.top_round}")
     if n.leaf and n.leaf_reason:
         extra.append(f"leaf: {n.leaf_reason}")
     if n.collisions:

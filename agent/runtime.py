@@ -1,26 +1,41 @@
-"""One agent's runtime: key, log, fold and network, wired so data flows one way:
-network -> validate -> store -> fold -> (role decides) -> sign -> publish."""
+"""One agent's runtime: its key, its event log, the sans-I/O intake and the network, wired so
+data flows one way: network -> validate -> store -> fold -> (the role decides) -> sign ->
+store -> publish.
+
+The network and the event log are injected (``open_runtime`` builds the real ones: the libp2p
+``Network`` and the fsync'd ``EventStore``), so tests can pass in-memory ones. Everything that
+decides anything is in ``agent.core.intake``; this module only does the I/O around it.
+"""
 
 from __future__ import annotations
 
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Protocol
 
 import structlog
 import trio
 
 from agent import metrics
-from agent.core.events import Event, decode_event, sign_event
-from agent.core.hlc import ClockDrift, HybridClock
+from agent.core.events import Event
 from agent.core.identity import Identity
-from agent.core.plan import Plan
+from agent.core.intake import Intake, IntakeConfig, Offer, Status
 from agent.core.reasons import Reason, Rejected
-from agent.core.tree import Tree
+from agent.core.tree import NodeState, Tree, derive
+from agent.eventlog import EventLog
+from agent.logdedup import RepeatedErrors
 from agent.settings import Settings
 
-PENDING_TTL = 120.0  # seconds an event may wait for what it refers to before it is dropped
+
+class NetworkLike(Protocol):
+    async def run(self, *, task_status: Any = ...) -> None: ...
+    async def publish(self, raw: bytes) -> None: ...
+    async def sync_all(self) -> Any: ...
+    async def sync_from(self, peer_id: str) -> Any: ...
+
+    @property
+    def connected(self) -> list[str]: ...
 
 
 def load_identity(data_dir: Path) -> Identity:
@@ -48,214 +63,247 @@ def wall_ms() -> int:
 
 
 class Runtime:
-    def __init__(self, settings: Settings, role: str, *, data_dir: Path | None = None) -> None:
-        from agent.net.config import NetConfig
-        from agent.net.errlog import RepeatedErrorLog
-        from agent.net.host import Network
-        from agent.net.store import EventStore
-
+    def __init__(self, settings: Settings, role: str, *, identity: Identity, log: EventLog,
+                 net: NetworkLike | None = None, clock: Callable[[], int] = wall_ms) -> None:
         self.settings = settings
         self.role = role
-        self.data_dir = data_dir or settings.data_dir
-        self.identity = load_identity(self.data_dir)
-        self.me = self.identity.peer_id
-        self.log = structlog.get_logger().bind(role=role, peer=self.me[-8:])
-        self.clock = HybridClock(settings.max_drift_ms)
-        self.plan = Plan()
-        self.store = EventStore(self.data_dir / "events.jsonl")
-        self._unsaved: list[bytes] = []
-        # a full disk fails every append: one line, then a summary a minute, then "recovered"
-        self._persist_errors = RepeatedErrorLog(self.log, "cannot persist event; will retry")
+        self.identity = identity
+        self.me = identity.peer_id
+        self.store = log
+        self.net: Any = net
+        self._clock = clock
+        self.log = structlog.get_logger().bind(role=role, peer_id=self.me)
+        self.intake = Intake(IntakeConfig(max_ahead_ms=settings.max_ahead_ms,
+                                          max_drift_ms=settings.max_drift_ms))
+        self.plan = self.intake.plan
+        self._unsaved: list[bytes] = []  # received events the disk refused: retried
+        self._outbox: list[Event] = []  # our own events waiting to be stored, then published
+        self._errors = RepeatedErrors(self.log)
+        self._listeners: list[Callable[[], None]] = []
         self._changed = trio.Event()
-        self._pending_since: dict[str, float] = {}
-        self._last_sync: dict[str, float] = {}
-        self._seen_done: set[str] = set()
-        self._seen_accepted: set[str] = set()
-        self._first_seen: dict[str, float] = {}
-        self._collisions_seen = 0
         self._tree: Tree | None = None
-        self._tree_key: tuple[int, int] | None = None
-        self._dirty = trio.Event()
-        self._nursery: trio.Nursery | None = None
-        self.net = Network(
-            identity=self.identity, store=self.store, ingest=self.ingest,
-            config=NetConfig.from_settings(settings), log=self.log,
-            knows=lambda event_id: event_id in self.plan,
-            on_peers_changed=lambda n: metrics.PEERS_CONNECTED.set(n),
-            # the validator logs the refusal itself; count it with every other rejection
-            on_reject=lambda reason, peer: metrics.EVENTS_REJECTED.labels(reason=reason).inc(),
-        )
+        self._tree_version = -1
+        self._progress = _Progress()
         self._load()
 
     # ------------------------------------------------------------------ startup
     def _load(self) -> None:
-        raws = self.store.load()
-        bad = 0
-        for raw in raws:
+        from agent.core.events import decode_event
+
+        events, bad = [], 0
+        for raw in self.store.read_from(0, len(self.store)):
             try:
-                ev = decode_event(raw)
-                for e in self.plan.apply(ev).accepted:
-                    # our own past events may be ahead of a clock that went back: never refuse them
-                    self.clock.receive(e.hlc, max(wall_ms(), e.hlc.wall))
+                events.append(decode_event(raw))
             except Rejected as exc:
                 bad += 1
-                self.log.warning("stored event refused on reload", reason=exc.reason.value, detail=exc.detail)
+                self.log.warning("stored event unreadable on reload", reason=exc.reason.value, detail=exc.detail)
+        refused = self.intake.restore(events, self.now_ms())
+        for ev, exc in refused:
+            if exc.reason is not Reason.DUPLICATE:
+                bad += 1
+                self.log.warning("stored event refused on reload", event_id=ev.id, reason=exc.reason.value)
         metrics.EVENTS_STORED.set(len(self.plan))
-        self._observe_progress(record=False)  # what was already decided is not a new observation
-        self.log.info("log reloaded", events=len(self.plan), refused=bad, torn=getattr(self.store, "torn", 0),
-                      path=str(self.data_dir))
+        self._progress.observe(self.tree(), self.plan.goals, record=False)  # what was decided before is not news
+        self.log.info("log reloaded", events=len(self.plan), refused=bad,
+                      torn=getattr(self.store, "torn", 0))
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            await nursery.start(self.net.run)
+            if self.net is not None:
+                await nursery.start(self.net.run)
             nursery.start_soon(self._housekeeping)
-            nursery.start_soon(self._progress_loop)
             task_status.started()
 
     def now_ms(self) -> int:
-        return wall_ms()
+        return self._clock() + self.settings.clock_offset_ms
 
     def tree(self) -> Tree:
         now = self.now_ms()
-        key = (self.plan.version, now // 100)  # lease states only change with time
-        if self._tree_key != key:
-            self._tree, self._tree_key = self.plan.tree(now), key
-        return self._tree
+        t = self._tree
+        if t is None or self._tree_version != self.plan.version or not t.now_ms <= now < t.valid_until:
+            t = self._tree = derive(self.plan, now)
+            self._tree_version = self.plan.version
+        return t
+
+    def on_change(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (synchronously, cheaply) whenever the log grows."""
+        self._listeners.append(callback)
+
+    async def wait_change(self, timeout: float) -> None:
+        with trio.move_on_after(timeout):
+            await self._changed.wait()
 
     # ------------------------------------------------------------------ intake
-    def _reject(self, reason: str, detail: str, source: str, event_id: str | None = None) -> None:
-        metrics.EVENTS_REJECTED.labels(reason=reason).inc()
-        level = self.log.debug if reason == Reason.DUPLICATE.value else self.log.warning
-        level("event rejected", reason=reason, detail=detail[:200], source=source, event_id=event_id)
-
     async def ingest(self, raw: bytes, source: str) -> bool:
         """Validate, fold and store one event from anywhere. Never raises for bad input."""
-        try:
-            ev = decode_event(raw)
-        except Rejected as exc:
-            self._reject(exc.reason.value, exc.detail, source)
-            return False
-        if ev.id in self.plan or self.plan.is_pending(ev.id):
-            # the common case of gossip and sync overlapping: counted, logged at debug only
-            self._reject(Reason.DUPLICATE.value, "already known", source, ev.id)
-            return False
-        try:
-            self.clock.check(ev.hlc, self.now_ms())
-        except ClockDrift as exc:
-            self._reject(Reason.CLOCK_DRIFT.value, str(exc), source, ev.id)
-            return False
-        return self._apply(ev, source)
+        return self._took(self.intake.offer_raw(raw, source, self.now_ms()), source)
 
-    def _apply(self, ev: Event, source: str) -> bool:
-        try:
-            applied = self.plan.apply(ev)
-        except Rejected as exc:
-            self._reject(exc.reason.value, exc.detail, source, ev.id)
+    def _took(self, offer: Offer, source: str) -> bool:
+        ev = offer.event
+        if offer.status is Status.REJECTED:
+            assert offer.reason is not None
+            metrics.EVENTS_REJECTED.labels(reason=offer.reason.value).inc()
+            level = self.log.debug if offer.reason is Reason.DUPLICATE else self.log.warning
+            level("event rejected", reason=offer.reason.value, detail=offer.detail[:200], source=source,
+                  event_id=ev.id if ev else None)
             return False
-        if applied.pending:
-            self._pending_since[ev.id] = trio.current_time()
-            self.log.debug("event waits for a dependency", event_id=ev.id, waiting_for=applied.waiting_for,
-                           source=source)
-            peer = source.removeprefix("sync:")
-            if peer and peer != self.me and self._nursery is not None:
-                self._nursery.start_soon(self._sync_soon, peer)
+        if offer.status is Status.HELD:
+            metrics.EVENTS_HELD.inc()
+            self.log.info("event held: stamped ahead of our clock", event_id=ev.id if ev else None,
+                          detail=offer.detail, source=source)
             return False
-        for e in applied.accepted:
-            self._pending_since.pop(e.id, None)
-            self._persist(e.raw)
-            if e.author != self.me:
-                self.clock.receive(e.hlc, self.now_ms())
+        if offer.status is Status.PENDING:
+            self.log.debug("event waits for a dependency", event_id=ev.id if ev else None,
+                           waiting_for=offer.waiting_for, source=source)
+            return False
+        for e, exc in offer.dropped:
+            metrics.EVENTS_REJECTED.labels(reason=exc.reason.value).inc()
+            self.log.warning("waiting event refused", event_id=e.id, reason=exc.reason.value, detail=exc.detail)
+        for e in offer.accepted:
+            self._unsaved.append(e.raw)
             metrics.EVENTS.labels(type=e.type).inc()
-            self.log.debug("event accepted", event_id=e.id, type=e.type, author=e.author[-8:],
-                           node=getattr(e.body, "node", None), source=source)
-        metrics.EVENTS_STORED.set(len(self.plan))
-        self._dirty.set()
-        self._changed.set()
-        self._changed = trio.Event()
+            self.log.debug("event accepted", event_id=e.id, type=e.type, author=e.author,
+                           node_id=getattr(e.body, "node", None), source=source)
+        self._flush_unsaved()
+        self._changed_now()
         return True
 
-    def _persist(self, raw: bytes | None) -> None:
+    def _flush_unsaved(self) -> None:
         from agent.net.store import StoreError
 
-        if raw is not None:
-            self._unsaved.append(raw)
         try:
             while self._unsaved:
                 self.store.append(self._unsaved[0])
                 self._unsaved.pop(0)
         except StoreError as exc:
-            # Kept in memory and retried on the next append: nothing accepted is dropped.
-            self._persist_errors.failed(str(exc), key="append", unsaved=len(self._unsaved))
+            # Kept in memory and retried: nothing accepted is dropped.
+            self._errors.error("cannot persist events; will retry", str(exc), unsaved=len(self._unsaved))
         else:
-            if self._persist_errors.failing:
-                self._persist_errors.succeeded(saved=len(self.store))
+            self._errors.cleared("cannot persist events; will retry")
+        metrics.EVENTS_STORED.set(len(self.plan))
 
-    async def _sync_soon(self, peer: str) -> None:
-        now = trio.current_time()
-        if now - self._last_sync.get(peer, -1e9) < 2.0:
-            return
-        self._last_sync[peer] = now
-        await self.net.sync_from(peer)
+    def _changed_now(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+        for cb in self._listeners:
+            cb()
 
     async def _housekeeping(self) -> None:
         while True:
-            await trio.sleep(1.0)
-            now = trio.current_time()
-            for ev, key in self.plan.pending_events():
-                since = self._pending_since.setdefault(ev.id, now)
-                if now - since > PENDING_TTL:
-                    self.plan.drop_pending(ev.id)
-                    self._pending_since.pop(ev.id, None)
-                    reason = Reason.NOT_SCORER if key.startswith("scorer:") else Reason.UNKNOWN_DEPENDENCY
-                    self._reject(reason.value, f"waited {PENDING_TTL:.0f}s for {key}", "pending", ev.id)
+            await trio.sleep(0.5)
+            for offer in self.intake.due(self.now_ms()):
+                self._took(offer, "due")
             if self._unsaved:
-                self._persist(None)
-            self._dirty.set()  # lease expiry changes states with time alone
-
-    async def _progress_loop(self) -> None:
-        # Deriving the tree is O(events): do it at most a few times a second, not per event.
-        while True:
-            await self._dirty.wait()
-            self._dirty = trio.Event()
-            self._observe_progress()
-            await trio.sleep(0.2)
-
-    def _observe_progress(self, record: bool = True) -> None:
-        """Metrics derived from the fold: vote latency, plan duration, collisions, tasks."""
-        tree = self.tree()
-        now = time.time()
-        collisions = 0
-        for n in tree.walk():
-            collisions += n.collisions
-            if n.proposals and n.id not in self._first_seen:
-                self._first_seen[n.id] = now
-            if n.accepted is not None and n.id not in self._seen_accepted:
-                self._seen_accepted.add(n.id)
-                if record and n.id in self._first_seen and n.accepted != "":
-                    metrics.VOTE_LATENCY.observe(max(0.0, now - self._first_seen[n.id]))
-                    metrics.SPLITS_ACCEPTED.inc()
-        for r in tree.roots:
-            if r.state == "done" and r.id not in self._seen_done:
-                self._seen_done.add(r.id)
-                goal = self.plan.goals.get(r.id)
-                if record and goal is not None:
-                    metrics.PLAN_DURATION.observe(max(0.0, now - goal.hlc.wall / 1000))
-        if record and collisions > self._collisions_seen:
-            metrics.CLAIM_COLLISIONS.inc(collisions - self._collisions_seen)
-        self._collisions_seen = max(collisions, self._collisions_seen)
-        metrics.set_task_counts(tree.counts())
+                self._flush_unsaved()
+            if self._outbox:
+                await self._flush_outbox()
+            self._errors.summarize()
+            tree = self.tree()
+            self._progress.observe(tree, self.plan.goals)
+            if tree.now_ms >= tree.valid_until - 500:
+                self._changed_now()  # a lease lapsed: time alone changed the tree
 
     # ------------------------------------------------------------------ output
     async def publish(self, body: Any) -> Event:
-        ev = sign_event(self.identity, self.clock.send(self.now_ms()), body)
-        if not self._apply(ev, "self"):
-            raise Rejected(Reason.MALFORMED, f"own {ev.type} event was not accepted locally")
-        metrics.EVENTS_PUBLISHED.labels(type=ev.type).inc()
-        self.log.info("published", event_id=ev.id, type=ev.type, node=getattr(body, "node", None))
-        await self.net.publish(ev.raw)
+        """Sign an event of ours and file it; it is stored, then published. If the disk refuses
+        it, it waits (in order) and goes out once stored: nothing unstored is ever published,
+        so a crash can never leave a vote others saw that we forgot."""
+        ev = self.intake.sign(self.identity, body, self.now_ms())
+        metrics.EVENTS.labels(type=ev.type).inc()
+        self._outbox.append(ev)
+        self._changed_now()
+        await self._flush_outbox()
         return ev
 
-    async def wait_change(self, timeout: float) -> None:
-        with trio.move_on_after(timeout):
-            await self._changed.wait()
+    async def _flush_outbox(self) -> None:
+        from agent.net.store import StoreError
+
+        while self._outbox:
+            ev = self._outbox[0]
+            if self._unsaved:
+                self._flush_unsaved()
+                if self._unsaved:
+                    return
+            try:
+                self.store.append(ev.raw)
+            except StoreError as exc:
+                self._errors.error("cannot store our own event; it waits", str(exc), outbox=len(self._outbox))
+                return
+            self._errors.cleared("cannot store our own event; it waits")
+            self._outbox.pop(0)
+            metrics.EVENTS_STORED.set(len(self.plan))
+            metrics.EVENTS_PUBLISHED.labels(type=ev.type).inc()
+            self.log.info("published", event_id=ev.id, type=ev.type, node_id=getattr(ev.body, "node", None))
+            if self.net is not None:
+                await self.net.publish(ev.raw)
+
+    @property
+    def outbox(self) -> int:
+        return len(self._outbox)
+
+
+class _Progress:
+    """Metrics derived from the fold: vote latency, plan duration, collisions, tasks."""
+
+    def __init__(self) -> None:
+        self.first_proposal: dict[str, float] = {}
+        self.decided: set[str] = set()
+        self.done: set[str] = set()
+        self.collisions = 0
+        self.twice = 0
+        self._last_version: tuple[int, int] | None = None
+
+    def observe(self, tree: Tree, goals: dict[str, Event], record: bool = True) -> None:
+        now = time.time()
+        collisions = twice = 0
+        for n in tree.walk():
+            collisions += n.collisions
+            twice += n.executed_twice
+            if n.proposals and n.id not in self.first_proposal:
+                self.first_proposal[n.id] = now
+            if n.decided is not None and n.id not in self.decided:
+                self.decided.add(n.id)
+                if record:
+                    metrics.DECISIONS.labels(kind="leaf" if n.leaf else "split").inc()
+                    if n.id in self.first_proposal:
+                        metrics.VOTE_LATENCY.observe(max(0.0, now - self.first_proposal[n.id]))
+        for r in tree.roots:
+            if r.state is NodeState.DONE and r.id not in self.done:
+                self.done.add(r.id)
+                goal = goals.get(r.id)
+                if record and goal is not None:
+                    metrics.PLAN_DURATION.observe(max(0.0, now - goal.hlc.wall / 1000))
+        if record:
+            if collisions > self.collisions:
+                metrics.CLAIM_COLLISIONS.inc(collisions - self.collisions)
+            if twice > self.twice:
+                metrics.TASKS_EXECUTED_TWICE.inc(twice - self.twice)
+        self.collisions = max(collisions, self.collisions)
+        self.twice = max(twice, self.twice)
+        metrics.set_task_counts(tree.counts())
+
+
+def open_runtime(settings: Settings, role: str, *, data_dir: Path | None = None) -> Runtime:
+    """The real thing: the key and the fsync'd log under ``data_dir``, the libp2p network."""
+    from agent.net.config import NetConfig
+    from agent.net.host import Network
+    from agent.net.store import EventStore
+
+    data_dir = data_dir or settings.data_dir
+    identity = load_identity(data_dir)
+    store = EventStore(data_dir / "events.jsonl")
+    holder: dict[str, Runtime] = {}
+
+    async def ingest(raw: bytes, source: str) -> bool:
+        return await holder["rt"].ingest(raw, source)
+
+    log = structlog.get_logger().bind(role=role, peer_id=identity.peer_id)
+    net = Network(
+        identity=identity, store=store, ingest=ingest,
+        config=NetConfig.from_settings(settings), log=log,
+        on_peers_changed=lambda n: metrics.PEERS_CONNECTED.set(n),
+        on_reject=lambda reason, peer: metrics.EVENTS_REJECTED.labels(reason=reason).inc(),
+        knows=lambda event_id: holder["rt"].intake.knows(event_id),
+    )
+    rt = holder["rt"] = Runtime(settings, role, identity=identity, log=store, net=net)
+    return rt

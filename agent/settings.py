@@ -2,15 +2,94 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import re
+import socket
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import (
     Field, PrivateAttr, SecretStr, ValidationError, field_validator, model_validator,
 )
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+if TYPE_CHECKING:
+    from agent.behaviour.timing import Timing
+
 Role = Literal["decomposer", "scorer", "executor", "observer"]
+
+# ---------------------------------------------------------------- data dir templates
+# SWARM_DATA_DIR may name its directory by placeholders, expanded once at load time, so that one
+# volume shared by every container of a Compose project gives each agent its own directory that
+# survives re-creation of the container (same key, same log, same peer):
+#   {hostname}  socket.gethostname(): stable where the hostname is (Compose `hostname:`)
+#   {slot}      the lowest n >= 1 whose directory no running process holds: for scaled
+#               replicas, whose hostname is the container id (new on every re-creation)
+# A templated directory is held for the life of the process by an exclusive flock on
+# DATA_DIR_LOCK inside it (released by the kernel when the process dies, however it dies), so
+# two live agents never share one key and log: `{slot}` skips a held directory, `{hostname}`
+# refuses it. Replicas of one service are interchangeable, so which replica takes which slot
+# does not matter: the set of peers is the same after `up --force-recreate`, `scale` down/up or
+# a crash. The lock is advisory and needs a filesystem where flock works across processes
+# (local disks and Docker/podman local volumes; not every network filesystem).
+DATA_DIR_LOCK = "agent.lock"
+DATA_DIR_PLACEHOLDERS = ("hostname", "slot")
+MAX_SLOTS = 1000
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+_held: dict[str, tuple[Path, int]] = {}  # expanded template -> (directory, locked fd), per process
+
+
+def _lock_dir(path: Path) -> int | None:
+    """The fd of an exclusive flock on path/DATA_DIR_LOCK (written: host and pid), or None when
+    another process holds it."""
+    path.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path / DATA_DIR_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{socket.gethostname()} {os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def expand_data_dir(template: str) -> Path:
+    """SWARM_DATA_DIR with its placeholders expanded (see above); a plain path is returned as is.
+    Idempotent within a process: the same template gives the directory already held."""
+    names = _PLACEHOLDER.findall(template)
+    if not names:
+        return Path(template)
+    unknown = sorted(set(names) - set(DATA_DIR_PLACEHOLDERS))
+    if unknown:
+        raise ValueError(f"unknown placeholder {{{unknown[0]}}} in {template!r} "
+                         f"(known: {', '.join('{%s}' % n for n in DATA_DIR_PLACEHOLDERS)})")
+    host = socket.gethostname()
+    if not host or "/" in host:
+        raise ValueError(f"hostname {host!r} cannot name a directory")
+    base = template.replace("{hostname}", host)
+    if base in _held:
+        return _held[base][0]
+    if "{slot}" not in base:
+        fd = _lock_dir(Path(base))
+        if fd is None:
+            owner = (Path(base) / DATA_DIR_LOCK).read_text(errors="replace").strip() or "?"
+            raise ValueError(f"{base} is in use by another agent (host and pid: {owner}). A second "
+                             "command beside a running agent needs a SWARM_DATA_DIR of its own "
+                             "(e.g. /tmp/x); replicas that share a hostname need {slot} in it")
+        _held[base] = (Path(base), fd)
+        return Path(base)
+    for n in range(1, MAX_SLOTS + 1):
+        path = Path(base.replace("{slot}", str(n)))
+        fd = _lock_dir(path)
+        if fd is not None:
+            _held[base] = (path, fd)
+            return path
+    raise ValueError(f"all {MAX_SLOTS} slots of {template!r} are held by running agents")
 LLMBackendName = Literal["auto", "ollama", "llamacpp", "scripted"]
 
 
@@ -57,19 +136,41 @@ class Settings(BaseSettings):
     scripted_latency: float = Field(0.0, ge=0)
 
     # plan parameters (carried in the goal event, so every peer folds with the same ones)
-    scorers: int = Field(3, ge=1, le=101, description="configured scorer count")
-    quorum: int | None = Field(None, ge=1, le=101, description="absolute quorum; default majority")
+    scorers: int = Field(3, ge=1, le=101,
+                         description="scorers a submitter waits to know before naming the electorate")
+    quorum: int | None = Field(None, ge=1, le=101,
+                               description="absolute quorum (a strict majority of the electorate); default majority")
     max_depth: int = Field(2, ge=0, le=6)
     max_children: int = Field(5, ge=2, le=12)
     max_rounds: int = Field(2, ge=1, le=10)
+    max_lease_seconds: float = Field(300.0, ge=1, le=3600,
+                                     description="no claim holds a task longer, renewals included")
 
-    # role timing
+    # role timing: liveness and speed only, never safety
     strategy: str | None = Field(None, max_length=40)
-    collection_window: float = Field(1.5, ge=0)
+    seed: int | None = Field(None, ge=0, description="the role's random seed (reproducible tests); default random")
+    proposal_window: float = Field(1.5, ge=0, description="least wait for competing splits (s)")
+    proposal_window_max: float = Field(120.0, ge=0)
+    proposal_window_ratio: float = Field(2.0, ge=0,
+                                         description="wait this many times the first split's delay")
+    vote_timeout: float = Field(1.0, ge=0, description="prevote/precommit timeouts (s)")
     round_timeout: float = Field(30.0, gt=0)
+    open_timeout: float = Field(600.0, gt=0, description="vote on a node nobody proposes for after (s)")
     settle_window: float = Field(1.0, ge=0)
     lease_seconds: float = Field(30.0, gt=0)
-    max_drift_ms: int = Field(60_000, gt=0)
+    startup_sync: float = Field(10.0, ge=0, description="wait for peers' logs before acting (s)")
+    # clocks
+    max_ahead_ms: int = Field(2_000, ge=0, description="events stamped further ahead are held until due")
+    max_drift_ms: int = Field(60_000, gt=0, description="events stamped further ahead are refused")
+    clock_offset_ms: int = Field(0, ge=-86_400_000, le=86_400_000,
+                                 description="FAULT INJECTION ONLY: shift this agent's clock (tests)")
+
+    @field_validator("data_dir", mode="before")
+    @classmethod
+    def _expand_data_dir(cls, v: object) -> object:
+        if isinstance(v, (str, Path)) and "{" in str(v):
+            return expand_data_dir(str(v))
+        return v
 
     @field_validator("peers", mode="before")
     @classmethod
@@ -112,11 +213,34 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"quorum {self.quorum} exceeds the scorer count {self.scorers}: no split could pass"
             )
+        if self.quorum is not None and 2 * self.quorum <= self.scorers:
+            raise ValueError(
+                f"quorum {self.quorum} is not a strict majority of {self.scorers} scorers: two splits "
+                "could both pass"
+            )
         return self
 
-    @property
-    def effective_quorum(self) -> int:
-        return self.quorum if self.quorum is not None else self.scorers // 2 + 1
+    def quorum_for(self, electorate: int) -> int:
+        """The quorum for an electorate of this size: the configured one, raised to a strict
+        majority if the electorate is larger than expected."""
+        majority = electorate // 2 + 1
+        return min(electorate, max(self.quorum or majority, majority))
+
+    def timing(self) -> "Timing":
+        from agent.behaviour.timing import Timing
+
+        vote_ms = int(self.vote_timeout * 1000)
+        return Timing(
+            proposal_window_min_ms=int(self.proposal_window * 1000),
+            proposal_window_max_ms=int(self.proposal_window_max * 1000),
+            proposal_window_ratio=self.proposal_window_ratio,
+            open_timeout_ms=int(self.open_timeout * 1000),
+            prevote_timeout_ms=vote_ms, precommit_timeout_ms=vote_ms,
+            round_timeout_ms=int(self.round_timeout * 1000),
+            settle_ms=int(self.settle_window * 1000),
+            lease_ms=int(self.lease_seconds * 1000),
+            startup_sync_ms=int(self.startup_sync * 1000),
+        )
 
 
 class SettingsError(RuntimeError):

@@ -1,5 +1,6 @@
 # The Compose cluster: included by the Makefile.
 #   make up [SCALE_SCORERS=5] [SCALE_EXECUTORS=3] [OLLAMA_MODEL=llama3.2:1b]
+#     (on first use writes a private-network key into .env: SWARM_KEY=<64 hex>; make swarm-key)
 #   make submit GOAL="Plan a two-week trip to Japan"    make chaos [GOAL=...]
 #   make logs [SERVICE=observer]   make observe   make ps   make down   make image
 # Uses `docker compose` when it works, else podman-compose (PATH or .venv). On a host prepared
@@ -15,6 +16,8 @@ SCALE_EXECUTORS ?= 2
 OLLAMA_MODEL ?= llama3.2:1b
 SWARM_IMAGE ?= swarm-planner:latest
 GOAL ?= Plan a two-week trip to Japan
+# where Compose reads SWARM_KEY (and any other variable) from: beside docker-compose.yml
+ENV_FILE ?= $(CLUSTER_ROOT)/.env
 SERVICE ?=
 CHAOS_TIMEOUT ?= 1800
 export SCALE_SCORERS SCALE_EXECUTORS OLLAMA_MODEL SWARM_IMAGE
@@ -41,9 +44,11 @@ COMPOSE_FILES += -f $(CTR_DIR)/compose.podman.yml
 IMAGE_BUILD_FLAGS += --format docker -v /etc/ssl/certs/ca-certificates.crt:/etc/ssl/host-ca.crt:ro \
   --build-arg PIP_CERT=/etc/ssl/host-ca.crt
 endif
-DC = $(COMPOSE) $(COMPOSE_FILES)
+# Compose reads $(CLUSTER_ROOT)/.env by itself; another ENV_FILE must be named
+ENV_FILE_FLAG := $(if $(filter $(abspath $(ENV_FILE)),$(CLUSTER_ROOT)/.env),,--env-file $(ENV_FILE))
+DC = $(COMPOSE) $(COMPOSE_FILES) $(ENV_FILE_FLAG)
 
-.PHONY: up down logs ps submit observe chaos image cluster-check local-images
+.PHONY: up down logs ps submit observe chaos image cluster-check local-images swarm-key
 
 cluster-check:
 	@test -n "$(COMPOSE)" || { echo "need 'docker compose' or podman-compose (scripts/containers/setup.sh installs it)"; exit 1; }
@@ -59,14 +64,22 @@ endif
 image: cluster-check local-images
 	cd $(CLUSTER_ROOT) && $(ENGINE) build $(IMAGE_BUILD_FLAGS) -t $(SWARM_IMAGE) .
 
-up: image
+# a libp2p private-network key in $(ENV_FILE) unless one is there (or SWARM_KEY is exported)
+swarm-key:
+	@$(CTR_DIR)/swarm-key.sh "$(ENV_FILE)"
+
+up: image swarm-key
 	$(DC) up -d
 	@echo "scorers=$(SCALE_SCORERS) executors=$(SCALE_EXECUTORS) model=$(OLLAMA_MODEL)"
 	@echo "observer metrics: http://127.0.0.1:9101/metrics  Prometheus: http://127.0.0.1:9090"
 	@$(if $(PODMAN_LOCAL),true,echo "Grafana: http://127.0.0.1:3000 (dashboard Swarm)")
 
+# --remove-orphans: podman-compose's `down` otherwise removes only the replicas the current
+# SCALE_* names (after `make up SCALE_SCORERS=5`, a plain `make down` left scorer 4 and 5, and
+# so the network and volume, behind); with it, every container of the project goes.
+# DOWN_FLAGS=-v also deletes the volumes: every agent's key and log (new identities next time).
 down: cluster-check
-	$(DC) down $(DOWN_FLAGS)
+	$(DC) down --remove-orphans $(DOWN_FLAGS)
 
 logs: cluster-check
 	$(DC) logs -f --tail=200 $(SERVICE)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import hashlib
 
 from agent.core.events import (
-    Claim, Event, Goal, Hello, PlanParams, Proposal, Release, Renew, Result, Subgoal, Vote,
+    Claim, Event, Goal, Hello, PlanParams, Proposal, Release, Renew, Result, Score, Subgoal, Vote,
     sign_event,
 )
 from agent.core.hlc import Timestamp
 from agent.core.identity import Identity
 
 T0 = 1_767_225_600_000
+SCORERS = [f"s{i}" for i in range(7)]
 
 
 def ident(name: str) -> Identity:
@@ -22,9 +23,13 @@ def ev(who: Identity, body, wall: int, logical: int = 0) -> Event:
     return sign_event(who, Timestamp(T0 + wall, logical), body)
 
 
-def params(scorers=3, quorum=2, max_depth=2, max_children=5, max_rounds=2) -> PlanParams:
-    return PlanParams(scorers=scorers, quorum=quorum, max_depth=max_depth,
-                      max_children=max_children, max_rounds=max_rounds)
+def params(scorers=3, quorum=None, max_depth=2, max_children=5, max_rounds=2, max_lease_ms=300_000,
+           electorate=None) -> PlanParams:
+    electorate = electorate if electorate is not None else [ident(s).peer_id for s in SCORERS[:scorers]]
+    electorate = sorted(electorate)
+    quorum = quorum if quorum is not None else len(electorate) // 2 + 1
+    return PlanParams(electorate=tuple(electorate), quorum=quorum, max_depth=max_depth,
+                      max_children=max_children, max_rounds=max_rounds, max_lease_ms=max_lease_ms)
 
 
 def goal(who, wall=0, title="Plan a two-week trip to Japan", **kw) -> Event:
@@ -40,9 +45,21 @@ def proposal(who, node, titles, wall=10, strategy="by place", refines=None, atom
     return ev(who, Proposal(node=node, strategy=strategy, subgoals=subs, refines=refines), wall)
 
 
-def vote(who, node, prop, rnd=1, approve=True, wall=20, logical=0, feedback="") -> Event:
-    return ev(who, Vote(node=node, proposal=prop, round=rnd, specificity=0.7, non_overlap=0.8,
-                        coverage=0.6, approve=approve, feedback=feedback), wall, logical)
+def score(who, node, prop, wall=15, acceptable=True, x=0.7, feedback="") -> Event:
+    return ev(who, Score(node=node, proposal=prop, specificity=x, non_overlap=x, coverage=x,
+                         acceptable=acceptable, feedback=feedback), wall)
+
+
+def vote(who, node, value, rnd=1, phase="prevote", wall=20, logical=0) -> Event:
+    return ev(who, Vote(node=node, round=rnd, phase=phase, value=value), wall, logical)
+
+
+def prevote(who, node, value, rnd=1, wall=20) -> Event:
+    return vote(who, node, value, rnd, "prevote", wall)
+
+
+def precommit(who, node, value, rnd=1, wall=30) -> Event:
+    return vote(who, node, value, rnd, "precommit", wall)
 
 
 def claim(who, node, wall, lease_ms=1000, logical=0) -> Event:

@@ -12,15 +12,16 @@ from pathlib import Path
 import trio
 
 from agent.core.plan import Plan
+from agent.core.tree import derive
 from agent.demo import Child, DemoConfig, plan_children, start, start_one, stop
 from agent.logfile import read_log
-from agent.runtime import Runtime
+from agent.runtime import Runtime, open_runtime
 from agent.settings import load_settings
 
 FAST_ENV = {
-    "SWARM_COLLECTION_WINDOW": "0.6", "SWARM_SETTLE_WINDOW": "0.5", "SWARM_LEASE_SECONDS": "6",
-    "SWARM_ROUND_TIMEOUT": "6", "SWARM_SYNC_INTERVAL": "2", "SWARM_RECONNECT_INTERVAL": "1",
-    "SWARM_LOG_LEVEL": "info",
+    "SWARM_PROPOSAL_WINDOW": "0.6", "SWARM_VOTE_TIMEOUT": "0.5", "SWARM_SETTLE_WINDOW": "0.5",
+    "SWARM_LEASE_SECONDS": "6", "SWARM_ROUND_TIMEOUT": "6", "SWARM_SYNC_INTERVAL": "2",
+    "SWARM_RECONNECT_INTERVAL": "1", "SWARM_STARTUP_SYNC": "2", "SWARM_LOG_LEVEL": "info",
 }
 
 
@@ -60,7 +61,7 @@ class LocalSwarm:
                           max_depth=self.cfg.max_depth, max_children=self.cfg.max_children,
                           max_rounds=self.cfg.max_rounds, sync_interval=2, reconnect_interval=1,
                           key=self.cfg.swarm_key, key_file=None)
-        return Runtime(s, "submitter", data_dir=Path(tempfile.mkdtemp(prefix="driver-", dir=self.root)))
+        return open_runtime(s, "submitter", data_dir=Path(tempfile.mkdtemp(prefix="driver-", dir=self.root)))
 
     def env(self, peers: list[Child]) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k != "SWARM_KEY_FILE"}
@@ -76,7 +77,7 @@ class LocalSwarm:
         plan = Plan()
         for e in events:
             plan.apply(e)
-        return plan.tree(now_ms).digest
+        return derive(plan, now_ms).digest
 
 
 async def wait_ready(rt: Runtime, children: list[Child], timeout: float) -> None:

@@ -102,6 +102,9 @@ def test_agent_environment_defaults():
         assert env["SWARM_LLM"] == "ollama", n
         # passed through from the caller when set; never an empty string (invalid integer)
         assert "SWARM_QUORUM" in env and env["SWARM_QUORUM"] is None, n
+        # the private-network key: passed through from the caller or .env, unset otherwise
+        assert "SWARM_KEY" in env and env["SWARM_KEY"] is None, n
+        assert env["SWARM_LLM_TIMEOUT"] == "600", n
     assert services["scorer"]["deploy"] == {"mode": "replicated", "replicas": "3"}
     assert services["executor"]["deploy"] == {"mode": "replicated", "replicas": "2"}
     assert services["ollama-pull"]["command"] == ["pull", "llama3.2:1b"]
@@ -118,7 +121,7 @@ def test_scorer_count_follows_scale():
 
 
 @pytest.mark.parametrize("scale,quorum_env,expected", [("3", None, 2), ("5", None, 3), ("5", "4", 4)])
-def test_agent_settings_load_from_compose_env(monkeypatch, scale, quorum_env, expected):
+def test_agent_settings_load_from_compose_env(monkeypatch, tmp_path, scale, quorum_env, expected):
     """The environment a container gets validates, and the quorum follows the scorer count."""
     from agent.settings import load_settings
 
@@ -131,9 +134,53 @@ def test_agent_settings_load_from_compose_env(monkeypatch, scale, quorum_env, ex
             v = {"SWARM_QUORUM": quorum_env}.get(k)
         if v is not None:
             monkeypatch.setenv(k, v)
-    s = load_settings()
+    # the volume's mount point, moved under tmp_path: /data/scorer-{slot} -> tmp/data/scorer-1
+    monkeypatch.setenv("SWARM_DATA_DIR", str(tmp_path) + env["SWARM_DATA_DIR"])
+    s = load_settings(_env_file=None)
     assert s.scorers == int(scale)
-    assert s.effective_quorum == expected
+    assert s.quorum_for(int(scale)) == expected
+    assert s.data_dir == tmp_path / "data" / "scorer-1"
+
+
+def test_every_agent_keeps_its_identity_in_one_volume(raw):
+    """One named volume at /data; a directory per agent that survives re-creation: the named
+    services by a fixed hostname, the scaled replicas by a slot (their hostname is the container
+    id, new on every re-creation, under Docker Compose and podman-compose alike)."""
+    services = load()["services"]
+    assert "agent-data" in raw["volumes"]
+    templates = {}
+    for n in AGENTS:
+        s = services[n]
+        assert s["volumes"] == ["agent-data:/data"], n
+        data_dir = s["environment"]["SWARM_DATA_DIR"]
+        assert data_dir.startswith("/data/"), n
+        if "deploy" in s:  # scaled: replicas must never share a hostname-named directory
+            assert "hostname" not in s, f"{n}: every replica would get the same hostname"
+            assert data_dir == f"/data/{n}-{{slot}}", n
+            templates[n] = data_dir
+        else:
+            assert s["hostname"] == n, n
+            assert data_dir == "/data/{hostname}", n
+            templates[n] = data_dir.replace("{hostname}", s["hostname"])
+    assert len(set(templates.values())) == len(AGENTS), templates
+
+
+def test_ollama_serves_every_agent_without_timeouts():
+    """Parallel slots, a bounded queue far above what the agents can have in flight, the model
+    kept loaded; agents' request timeout covers waiting in that queue."""
+    services = load()["services"]
+    env = services["ollama"]["environment"]
+    assert env["OLLAMA_NUM_PARALLEL"] == "4"
+    assert env["OLLAMA_KEEP_ALIVE"] == "-1"
+    assert env["OLLAMA_MAX_LOADED_MODELS"] == "1"
+    llm_agents = sum(int(services[n].get("deploy", {}).get("replicas", 1)) for n in LLM_ROLES)
+    assert int(env["OLLAMA_MAX_QUEUE"]) >= 4 * llm_agents  # one request in flight per agent
+    tuned = load({"OLLAMA_NUM_PARALLEL": "8", "OLLAMA_MAX_QUEUE": "512", "OLLAMA_KEEP_ALIVE": "24h",
+                  "SWARM_LLM_TIMEOUT": "900"})["services"]
+    assert tuned["ollama"]["environment"]["OLLAMA_NUM_PARALLEL"] == "8"
+    assert tuned["ollama"]["environment"]["OLLAMA_MAX_QUEUE"] == "512"
+    assert tuned["ollama"]["environment"]["OLLAMA_KEEP_ALIVE"] == "24h"
+    assert tuned["scorer"]["environment"]["SWARM_LLM_TIMEOUT"] == "900"
 
 
 def test_healthchecks(raw):
@@ -200,7 +247,8 @@ def test_example_env_lists_every_setting():
     listed = set(re.findall(r"^#?\s*(SWARM_[A-Z0-9_]+)=", text, re.M))
     fields = {f"SWARM_{name.upper()}" for name in Settings.model_fields}
     assert fields <= listed, f"config/example.env lacks {sorted(fields - listed)}"
-    assert listed <= fields | {"SWARM_IMAGE"}, f"unknown settings {sorted(listed - fields)}"
+    # SWARM_KEY: passed by Compose to every agent; read by agents with private-network support
+    assert listed <= fields | {"SWARM_IMAGE", "SWARM_KEY"}, f"unknown settings {sorted(listed - fields)}"
 
 
 def _tool_config(cmd: list[str], env: dict[str, str]) -> dict:
@@ -231,3 +279,78 @@ def test_real_compose_tool_resolves_the_file():
     assert str(services["scorer"]["deploy"]["replicas"]) == "5"
     assert str(services["decomposer-2"]["environment"]["SWARM_SCORERS"]) == "5"
     assert services["decomposer-2"]["environment"]["SWARM_STRATEGY"]
+
+
+# ---------------------------------------------------------------- the swarm key of `make up`
+HEX64 = re.compile(r"^SWARM_KEY=([0-9a-f]{64})$", re.M)
+
+
+def _swarm_key(env_file: Path, **env: str) -> subprocess.CompletedProcess:
+    """`make swarm-key` (a prerequisite of `make up`) against env_file."""
+    full = {k: v for k, v in os.environ.items() if k != "SWARM_KEY"}
+    full.update(env)
+    return subprocess.run(["make", "-s", "--no-print-directory", "swarm-key", f"ENV_FILE={env_file}"],
+                          cwd=ROOT, env=full, capture_output=True, text=True, timeout=60)
+
+
+def test_make_up_writes_a_swarm_key_into_env_once(tmp_path):
+    up = re.search(r"^up:(.*)$", (ROOT / "mk" / "cluster.mk").read_text(), re.M)
+    assert up and "swarm-key" in up.group(1).split(), "make up must create the key first"
+    env_file = tmp_path / ".env"
+    r = _swarm_key(env_file)
+    assert r.returncode == 0, r.stderr
+    keys = HEX64.findall(env_file.read_text())
+    assert len(keys) == 1, env_file.read_text()
+    assert env_file.stat().st_mode & 0o777 == 0o600, "the key is a secret: .env is 0600"
+    # the swarm.key form other libp2p implementations read, from the stored hex
+    swarm_key = f"/key/swarm/psk/1.0.0/\n/base16/\n{keys[0]}\n"
+    assert len(bytes.fromhex(swarm_key.splitlines()[2])) == 32
+    # a second `make up` keeps it
+    r = _swarm_key(env_file)
+    assert r.returncode == 0 and "using the SWARM_KEY" in r.stdout
+    assert HEX64.findall(env_file.read_text()) == keys
+
+
+def test_swarm_key_keeps_other_lines_and_refuses_a_bad_key(tmp_path):
+    env_file = tmp_path / ".env"
+    env_file.write_text("SCALE_SCORERS=5")  # no final newline
+    assert _swarm_key(env_file).returncode == 0
+    text = env_file.read_text()
+    assert text.startswith("SCALE_SCORERS=5\n") and len(HEX64.findall(text)) == 1
+    bad = tmp_path / "bad.env"
+    bad.write_text("SWARM_KEY=not-a-key\n")
+    r = _swarm_key(bad)
+    assert r.returncode != 0 and "not 64 hex characters" in r.stderr
+    assert bad.read_text() == "SWARM_KEY=not-a-key\n"
+    # an empty value is an explicit open swarm: said plainly, nothing written
+    open_env = tmp_path / "open.env"
+    open_env.write_text("SWARM_KEY=\n")
+    r = _swarm_key(open_env)
+    assert r.returncode == 0 and "OPEN swarm" in r.stdout and open_env.read_text() == "SWARM_KEY=\n"
+
+
+def test_an_exported_swarm_key_is_used_and_not_written(tmp_path):
+    env_file = tmp_path / ".env"
+    r = _swarm_key(env_file, SWARM_KEY="ab" * 32)
+    assert r.returncode == 0 and "from the environment" in r.stdout
+    assert not env_file.exists()
+    r = _swarm_key(env_file, SWARM_KEY="xyz")
+    assert r.returncode != 0 and not env_file.exists()
+
+
+def test_env_is_never_committed_nor_sent_to_an_image_build():
+    if shutil.which("git") and (ROOT / ".git").exists():
+        r = subprocess.run(["git", "check-ignore", "-q", ".env"], cwd=ROOT)
+        assert r.returncode == 0, ".env must be in .gitignore"
+    patterns = [ln.strip() for ln in (ROOT / ".dockerignore").read_text().splitlines()
+                if ln.strip() and not ln.startswith("#")]
+    assert patterns[0] == "*", "the build context must start from nothing"
+    assert not any(p.startswith("!") and ".env" in p for p in patterns)
+
+
+def test_make_down_removes_every_replica():
+    """podman-compose's `down` removes only the replicas the current SCALE_* names: after
+    `make up SCALE_SCORERS=5`, `make down` must still remove scorer 4 and 5 (by project label)."""
+    mk = (ROOT / "mk" / "cluster.mk").read_text()
+    recipe = re.search(r"^down:.*\n\t(.*)$", mk, re.M)
+    assert recipe and " down --remove-orphans" in recipe.group(1), recipe and recipe.group(1)

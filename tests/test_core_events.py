@@ -5,7 +5,7 @@ import orjson
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from agent.core.events import MAX_EVENT_BYTES, Goal, canonical, decode_event, sign_event
+from agent.core.events import MAX_EVENT_BYTES, Goal, PlanParams, canonical, decode_event, sign_event
 from agent.core.hlc import Timestamp
 from agent.core.identity import Identity, peer_id_from_public, verify
 from agent.core.reasons import Reason, Rejected
@@ -52,7 +52,7 @@ def _tamper(raw: bytes, path: tuple, value) -> bytes:
 FIELDS = [
     (("hlc", 0), 5), (("hlc", 1), 9), (("body", "title"), "Plan a trip to Peru"),
     (("body", "description"), "x"), (("body", "params", "quorum"), 3),
-    (("body", "params", "max_depth"), 3), (("body", "params", "scorers"), 4),
+    (("body", "params", "max_depth"), 3), (("body", "params", "max_lease_ms"), 4000),
 ]
 
 
@@ -85,6 +85,7 @@ def test_tampered_text_or_wrong_key_fails(title, desc, wall):
     (b"not json", Reason.MALFORMED),
     (b"{}", Reason.MALFORMED),
     (b'{"v":2}', Reason.MALFORMED),
+    (b'{"v":1}', Reason.MALFORMED),
     (b"x" * (MAX_EVENT_BYTES + 1), Reason.OVERSIZE),
 ])
 def test_malformed_and_oversize(raw, reason):
@@ -107,11 +108,26 @@ def test_schema_bounds_and_unknown_fields():
     with pytest.raises(Rejected) as ei:
         decode_event(orjson.dumps(obj))
     assert ei.value.reason is Reason.MALFORMED
-    v = orjson.loads(vote(a, g.id, p.id).raw)
-    v["body"]["coverage"] = 1.5
-    with pytest.raises(Rejected) as ei:
-        decode_event(orjson.dumps(v))
-    assert ei.value.reason is Reason.MALFORMED
+    for key, bad in (("round", 0), ("round", 1001), ("phase", "commit"), ("value", "maybe")):
+        v = orjson.loads(vote(a, g.id, p.id).raw)
+        v["body"][key] = bad
+        with pytest.raises(Rejected) as ei:
+            decode_event(orjson.dumps(v))
+        assert ei.value.reason is Reason.MALFORMED, key
+
+
+def test_goal_params_need_a_sorted_electorate_and_a_majority_quorum():
+    import pydantic
+
+    s = sorted(ident(n).peer_id for n in ("x", "y", "z", "w"))
+    for electorate, quorum in ((s[:3], 1), (s[:4], 2), (s[:3], 4), (list(reversed(s[:3])), 2),
+                               (s[:2] + s[:1], 2), ([], 1)):
+        with pytest.raises(pydantic.ValidationError):
+            PlanParams(electorate=tuple(electorate), quorum=quorum, max_depth=2, max_children=3, max_rounds=2)
+    p = PlanParams(electorate=tuple(s[:4]), quorum=3, max_depth=2, max_children=3, max_rounds=2)
+    assert p.tolerated_liars == 1  # fewer than 2q - n = 2 liars keep a decision safe
+    assert PlanParams(electorate=tuple(s[:3]), quorum=2, max_depth=2, max_children=3,
+                      max_rounds=2).tolerated_liars == 0
 
 
 def test_bad_base64_signature():

@@ -1,7 +1,7 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from agent.core.hlc import ClockDrift, HybridClock, Timestamp, order_key
+from agent.core.hlc import ClockDrift, HybridClock, Timestamp
 
 
 def test_send_is_monotonic_even_if_physical_time_goes_back():
@@ -32,10 +32,13 @@ def test_drift_rejected_and_clock_unchanged():
     assert c.receive(Timestamp(1200, 0), 1100) == Timestamp(1200, 1)
 
 
-def test_ties_broken_by_peer_id():
-    t = Timestamp(5, 1)
-    assert order_key(t, "12D3A") < order_key(t, "12D3B")
-    assert order_key(Timestamp(5, 0), "Z") < order_key(t, "A")
+def test_event_order_ties_broken_by_author():
+    from builders import claim, ident
+
+    a, b = sorted((ident("a"), ident("b")), key=lambda i: i.peer_id)
+    node = "0" * 64
+    assert claim(a, node, 5, logical=1).order < claim(b, node, 5, logical=1).order
+    assert claim(b, node, 5, logical=0).order < claim(a, node, 5, logical=1).order
 
 
 @given(st.lists(st.tuples(st.booleans(), st.integers(0, 10_000), st.integers(0, 10_000), st.integers(0, 5)), max_size=60))

@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from agent.core.plan import Plan
+from agent.core.tree import derive
 from agent.logfile import read_log
 from support.netns import bridge_hosts, netns_unavailable
 
@@ -23,7 +24,7 @@ def agent_env(tmp_path, name, role):
             "SWARM_DATA_DIR": str(tmp_path / name), "SWARM_MDNS": "true", "SWARM_PEERS": "",
             "SWARM_LLM": "scripted", "SWARM_SCRIPTED_LATENCY": "0.05", "SWARM_SCORERS": "1",
             "SWARM_MAX_DEPTH": "1", "SWARM_MAX_CHILDREN": "3", "SWARM_LOG_FORMAT": "json",
-            "SWARM_LOG_LEVEL": "info", "SWARM_COLLECTION_WINDOW": "0.5", "SWARM_SETTLE_WINDOW": "0.3",
+            "SWARM_LOG_LEVEL": "info", "SWARM_PROPOSAL_WINDOW": "0.5", "SWARM_SETTLE_WINDOW": "0.3",
             "SWARM_LISTEN_PORT": "4001", "SWARM_RECONNECT_INTERVAL": "1", "SWARM_SYNC_INTERVAL": "2"}
 
 
@@ -73,5 +74,5 @@ def test_mdns_swarm_in_namespaces_completes_a_plan(tmp_path):
         plan = Plan()
         for e in events:
             plan.apply(e)
-        digests.add(plan.tree(10**13).digest)
+        digests.add(derive(plan, 10**13).digest)
     assert digests == {tree["digest"]}, "every agent's stored log folds to the observed plan"

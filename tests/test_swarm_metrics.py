@@ -15,7 +15,6 @@ import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.app import plan_params
-from agent.core.decide import is_done
 from agent.core.events import Claim, Goal, sign_event
 from agent.core.hlc import Timestamp
 from builders import ident
@@ -82,11 +81,12 @@ async def test_metrics_scraped_by_prometheus_and_every_dashboard_query_has_data(
                 assert p.returncode == 0, p.stderr.decode()[-2000:]
                 goal_id = p.stdout.decode().split()[-1]
                 with trio.fail_after(240):
-                    while not is_done(rt.tree(), goal_id):
+                    while not rt.tree().is_done(goal_id):
                         await trio.sleep(0.5)
                 # A one-task goal, and two claimants racing for it at the same instant: a sure
                 # collision (the executors then take the task over when that lease lapses).
-                params = plan_params(rt.settings).model_copy(update={"max_depth": 0})
+                electorate = [c.peer_id for c in sw.children if c.role == "scorer"]
+                params = plan_params(rt.settings, electorate).model_copy(update={"max_depth": 0})
                 g2 = await rt.publish(Goal(title="Book the airport train", params=params))
                 ts = Timestamp(rt.now_ms(), 0)
                 for who in (ident("racer-a"), ident("racer-b")):
@@ -94,7 +94,7 @@ async def test_metrics_scraped_by_prometheus_and_every_dashboard_query_has_data(
                     assert await rt.ingest(ev.raw, "test")
                     await rt.net.publish(ev.raw)
                 with trio.fail_after(120):
-                    while not is_done(rt.tree(), g2.id):
+                    while not rt.tree().is_done(g2.id):
                         await trio.sleep(0.5)
                 await trio.sleep(4)  # let every agent fold the last events and be scraped
                 tree = rt.tree()

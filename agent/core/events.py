@@ -1,7 +1,7 @@
 """Signed, content-addressed events: the only thing agents exchange and store.
 
 Wire form (canonical JSON: UTF-8, sorted keys, no insignificant whitespace):
-    {"author": <peer id>, "body": {"type": ..., ...}, "hlc": [wall_ms, logical], "sig": <b64>, "v": 1}
+    {"author": <peer id>, "body": {"type": ..., ...}, "hlc": [wall_ms, logical], "sig": <b64>, "v": 2}
 The id is sha256 of the canonical bytes without "sig"; the signature covers those same bytes,
 so an event relayed by sync, read from disk or replayed from a file verifies like one off gossip.
 """
@@ -14,22 +14,33 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from .hlc import Timestamp
 from .identity import Identity, verify
 from .reasons import Reason, Rejected
 
 MAX_EVENT_BYTES = 64 * 1024
+PROTOCOL_VERSION = 2
 EVENT_ID = r"^[0-9a-f]{64}$"
 # A node is a goal (its event id) or the i-th subgoal of a proposal: "<proposal id>/<i>".
 NODE_ID = r"^[0-9a-f]{64}(/[0-9]{1,2})?$"
 PEER_ID = r"^[1-9A-HJ-NP-Za-km-z]{40,60}$"
+# What a vote can be for: a proposal (split the node that way), LEAF (execute the node as it
+# is) or NIL (nothing this round).
+LEAF, NIL = "leaf", "nil"
+VOTE_VALUE = r"^([0-9a-f]{64}|leaf|nil)$"
+# Rounds are unbounded in the protocol (liveness may need many under a long partition); this
+# cap only bounds what a faulty member can make every agent store.
+MAX_ROUND = 1000
+MAX_ELECTORATE = 101
 
 EventId = Annotated[str, Field(pattern=EVENT_ID)]
 NodeId = Annotated[str, Field(pattern=NODE_ID)]
-Score = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+PeerId = Annotated[str, Field(pattern=PEER_ID)]
+Score01 = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 RoleName = Literal["decomposer", "scorer", "executor", "observer", "submitter"]
+Phase = Literal["prevote", "precommit"]
 
 
 class _Model(BaseModel):
@@ -37,23 +48,43 @@ class _Model(BaseModel):
 
 
 class PlanParams(_Model):
-    """Carried by the goal, so every peer folds that goal's tree with the same rules."""
+    """Carried by the goal, so every peer folds that goal's tree with the same rules.
 
-    scorers: int = Field(ge=1, le=101)
-    quorum: int = Field(ge=1, le=101)
+    ``electorate`` is fixed for the goal's whole life: only these peers' votes count, so
+    scaling scorers while a plan runs can never make two splits reach a quorum. ``quorum``
+    must be a strict majority of it (two quorums always share a voter)."""
+
+    electorate: tuple[PeerId, ...] = Field(min_length=1, max_length=MAX_ELECTORATE)
+    quorum: int = Field(ge=1, le=MAX_ELECTORATE)
     max_depth: int = Field(ge=0, le=6)
     max_children: int = Field(ge=2, le=12)
     max_rounds: int = Field(ge=1, le=10)
+    max_lease_ms: int = Field(default=300_000, ge=1000, le=3_600_000)
+
+    @model_validator(mode="after")
+    def _check(self) -> "PlanParams":
+        if list(self.electorate) != sorted(set(self.electorate)):
+            raise ValueError("electorate must be sorted and without repeats")
+        if self.quorum > len(self.electorate):
+            raise ValueError(f"quorum {self.quorum} exceeds the electorate of {len(self.electorate)}")
+        if 2 * self.quorum <= len(self.electorate):
+            raise ValueError(f"quorum {self.quorum} is not a strict majority of {len(self.electorate)} electors")
+        return self
+
+    @property
+    def tolerated_liars(self) -> int:
+        """Electors that may equivocate or lie while acceptance stays safe: fewer than 2q - n."""
+        return max(0, 2 * self.quorum - len(self.electorate) - 1)
 
 
 class Subgoal(_Model):
     title: str = Field(min_length=1, max_length=120)
     description: str = Field(default="", max_length=600)
-    atomic: bool = False
+    atomic: bool = False  # the proposer's hint only: whether a node is a leaf is voted on
 
 
 class Hello(_Model):
-    """An agent announces its role; a vote counts only from an author that announced scorer."""
+    """An agent announces its role (how a submitter finds the scorers to name as electorate)."""
 
     type: Literal["hello"] = "hello"
     role: RoleName
@@ -75,19 +106,30 @@ class Proposal(_Model):
     refines: EventId | None = None
 
 
+class Score(_Model):
+    """A judgment of one proposal: shown, and fed back to the decomposers for refinement.
+    It is not a vote: anyone in the swarm may score (a person on the web page, too)."""
+
+    type: Literal["score"] = "score"
+    node: NodeId
+    proposal: EventId
+    specificity: Score01
+    non_overlap: Score01
+    coverage: Score01
+    acceptable: bool
+    feedback: str = Field(default="", max_length=400)
+
+
 class Vote(_Model):
-    """One scorer's verdict on one proposal in one round. proposal=None votes to execute the
-    node as it is (no split): the way a node that never reaches a quorum still finishes."""
+    """One elector's vote in one round and phase (two phases per round, as in Tendermint):
+    a prevote for a value, then a precommit for a value that got a quorum of prevotes. A split
+    (or LEAF) is decided by a quorum of precommits for it in one round."""
 
     type: Literal["vote"] = "vote"
     node: NodeId
-    proposal: EventId | None
-    round: int = Field(ge=1, le=11)
-    specificity: Score
-    non_overlap: Score
-    coverage: Score
-    approve: bool
-    feedback: str = Field(default="", max_length=400)
+    round: int = Field(ge=1, le=MAX_ROUND)
+    phase: Phase
+    value: str = Field(pattern=VOTE_VALUE)
 
 
 class Claim(_Model):
@@ -104,7 +146,7 @@ class Renew(_Model):
 
 
 class Release(_Model):
-    """The holder gives a task back early (e.g. its LLM keeps failing)."""
+    """The holder gives a task back early (its LLM keeps failing, or it lost the lease)."""
 
     type: Literal["release"] = "release"
     node: NodeId
@@ -113,21 +155,25 @@ class Release(_Model):
 
 
 class Result(_Model):
+    """A leaf's output, or a split node's synthesis of its children's results."""
+
     type: Literal["result"] = "result"
     node: NodeId
     claim: EventId
     output: str = Field(min_length=1, max_length=8000)
+    prompt_tokens: int = Field(default=0, ge=0, le=10_000_000)
+    completion_tokens: int = Field(default=0, ge=0, le=10_000_000)
 
 
 Body = Annotated[
-    Union[Hello, Goal, Proposal, Vote, Claim, Renew, Release, Result],
+    Union[Hello, Goal, Proposal, Score, Vote, Claim, Renew, Release, Result],
     Field(discriminator="type"),
 ]
-EVENT_TYPES = ("hello", "goal", "proposal", "vote", "claim", "renew", "release", "result")
+EVENT_TYPES = ("hello", "goal", "proposal", "score", "vote", "claim", "renew", "release", "result")
 
 
 class _Wire(_Model):
-    v: Literal[1]
+    v: Literal[2]
     author: str = Field(pattern=PEER_ID)
     hlc: tuple[Annotated[int, Field(ge=0, le=2**53)], Annotated[int, Field(ge=0, le=2**31)]]
     body: Body
@@ -163,7 +209,7 @@ class Event:
 
 
 def _unsigned(author: str, hlc: Timestamp, body: Any) -> dict[str, Any]:
-    return {"v": 1, "author": author, "hlc": [hlc.wall, hlc.logical],
+    return {"v": PROTOCOL_VERSION, "author": author, "hlc": [hlc.wall, hlc.logical],
             "body": body.model_dump(mode="json")}
 
 

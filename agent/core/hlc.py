@@ -60,8 +60,3 @@ class HybridClock:
             logical = 0
         self.wall, self.logical = wall, logical
         return self.last
-
-
-def order_key(ts: Timestamp, peer_id: str) -> tuple[int, int, str]:
-    """Total order of (timestamp, author): the claim race and every tie-break use it."""
-    return (ts.wall, ts.logical, peer_id)

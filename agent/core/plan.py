@@ -1,22 +1,34 @@
-"""The fold: a set of verified events -> the plan tree.
+"""The fold's intake: a set of verified events filed into indexes.
 
-`Plan` is an incremental, order-independent accumulator. `apply()` files an event into
-indexes (or parks it until what it refers to arrives); `tree(now_ms)` derives the tree from
-the indexes alone. Because nothing derived is stored, the same set of events in any order,
-with any duplicates, gives the same tree and digest, and applying one event at a time equals
-folding from scratch.
+`Plan.apply()` files an event (or parks it until what it refers to arrives) after checking the
+rules that can be judged from the event and what it depends on; `agent.core.tree.derive`
+derives the tree from the indexes alone. Nothing derived is stored, so the same set of events
+in any order, with any duplicates, gives the same tree and digest, and applying one event at a
+time equals folding from scratch.
+
+Intake rules (each refusal has a named reason, see `reasons.py`):
+- every reference must resolve: a node's goal or proposal, a refined proposal, a voted
+  proposal, a renewed/released/reported claim; until then the event waits (pending);
+- nothing is stamped before what it depends on (``backdated``);
+- votes come only from the goal's electorate, never on a node that is a leaf by depth;
+- proposals respect the goal's depth and width;
+- a claim names a node that is a task (a leaf, or a split node whose children are all done)
+  and a lease within the goal's cap; a claim on a node that is not (yet) a task waits, and is
+  dropped if it never becomes one;
+- only a claim's author renews, releases or reports it.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Iterable
 
+from .consensus import LEAF, NIL, Tally, tally
 from .events import (
-    Claim, Event, Goal, Hello, PlanParams, Proposal, Release, Renew, Result, Vote, canonical,
+    Claim, Event, Goal, Hello, PlanParams, Proposal, Release, Renew, Result, Score, Vote,
 )
+from .leases import Leases, leases
 from .reasons import Reason, Rejected
 
 MAX_PENDING = 10_000
@@ -31,6 +43,15 @@ class NodeRef:
     depth: int
     proposal: str | None
     index: int
+    creator: str  # the event that created the node (goal or proposal)
+
+
+@dataclass
+class NodeEvents:
+    proposals: list[Event] = field(default_factory=list)
+    scores: list[Event] = field(default_factory=list)
+    votes: list[Event] = field(default_factory=list)
+    claims: list[Event] = field(default_factory=list)
 
 
 @dataclass
@@ -38,6 +59,7 @@ class Applied:
     accepted: list[Event] = field(default_factory=list)  # this event and any it unparked
     pending: bool = False
     waiting_for: str | None = None
+    dropped: list[tuple[Event, Rejected]] = field(default_factory=list)  # unparked, then refused
 
 
 def child_id(proposal_id: str, index: int) -> str:
@@ -51,10 +73,14 @@ class Plan:
         self.proposals: dict[str, Event] = {}
         self.claims: dict[str, Event] = {}
         self.roles: dict[str, set[str]] = defaultdict(set)
-        self.by_node: dict[str, dict[str, list[Event]]] = defaultdict(lambda: defaultdict(list))
+        self.by_node: dict[str, NodeEvents] = defaultdict(NodeEvents)
         self.by_claim: dict[str, list[Event]] = defaultdict(list)
         self._pending: dict[str, dict[str, Event]] = defaultdict(dict)  # missing key -> events
         self._pending_ids: dict[str, str] = {}
+        self._tallies: dict[str, Tally] = {}  # caches, invalidated by node
+        self._leases: dict[str, Leases] = {}
+        self._subgoals: dict[str, list[dict]] = {}
+        self.memo: dict[tuple, object] = {}  # derivation caches keyed by what they depend on
         self.version = 0  # bumps on every accepted event (callers cache on it)
 
     # ------------------------------------------------------------------ intake
@@ -71,9 +97,6 @@ class Plan:
     def pending_count(self) -> int:
         return len(self._pending_ids)
 
-    def pending_keys(self) -> list[str]:
-        return list(self._pending)
-
     def apply(self, ev: Event) -> Applied:
         """File one verified event. Raises Rejected for events that can never be valid;
         returns pending=True when it waits for a dependency (then it is not yet in the log)."""
@@ -81,24 +104,27 @@ class Plan:
             raise Rejected(Reason.DUPLICATE, ev.id)
         missing = self._missing(ev)
         if missing is not None:
-            if len(self._pending_ids) >= MAX_PENDING:
-                raise Rejected(Reason.PENDING_OVERFLOW, f"{MAX_PENDING} events already wait")
-            self._pending[missing][ev.id] = ev
-            self._pending_ids[ev.id] = missing
+            self._park(ev, missing)
             return Applied(pending=True, waiting_for=missing)
         self._check(ev)
         out = Applied()
         self._file(ev, out)
         return out
 
-    def drop_pending(self, event_id: str) -> Event | None:
+    def _park(self, ev: Event, key: str) -> None:
+        if len(self._pending_ids) >= MAX_PENDING:
+            raise Rejected(Reason.PENDING_OVERFLOW, f"{MAX_PENDING} events already wait")
+        self._pending[key][ev.id] = ev
+        self._pending_ids[ev.id] = key
+
+    def drop_pending(self, event_id: str) -> tuple[Event, str] | None:
         key = self._pending_ids.pop(event_id, None)
         if key is None:
             return None
         ev = self._pending[key].pop(event_id)
         if not self._pending[key]:
             del self._pending[key]
-        return ev
+        return ev, key
 
     def pending_events(self) -> list[tuple[Event, str]]:
         return [(ev, key) for key, evs in self._pending.items() for ev in evs.values()]
@@ -112,21 +138,21 @@ class Plan:
             for key in self._keys_provided(e):
                 for waiting in list(self._pending.pop(key, {}).values()):
                     del self._pending_ids[waiting.id]
-                    missing = self._missing(waiting)
-                    if missing is not None:
-                        self._pending[missing][waiting.id] = waiting
-                        self._pending_ids[waiting.id] = missing
-                        continue
                     try:
+                        missing = self._missing(waiting)
+                        if missing is not None:
+                            self._park(waiting, missing)
+                            continue
                         self._check(waiting)
-                    except Rejected:
-                        continue  # dropped; reported by whoever drains pending_rejections
+                    except Rejected as exc:
+                        out.dropped.append((waiting, exc))
+                        continue
                     stack.append(waiting)
 
     # ------------------------------------------------------------------ dependencies
     def node_ref(self, node: str) -> NodeRef | None:
         if "/" not in node:
-            return NodeRef(node, node, 0, None, 0) if node in self.goals else None
+            return NodeRef(node, node, 0, None, 0, node) if node in self.goals else None
         pid, _, idx = node.partition("/")
         prop = self.proposals.get(pid)
         if prop is None:
@@ -137,12 +163,13 @@ class Plan:
         parent = self.node_ref(prop.body.node)
         if parent is None:
             return None
-        return NodeRef(node, parent.root, parent.depth + 1, pid, i)
+        return NodeRef(node, parent.root, parent.depth + 1, pid, i, pid)
 
-    def _node_key(self, node: str) -> str:
-        return "node:" + node
+    def params(self, ref: NodeRef) -> PlanParams:
+        return self.goals[ref.root].body.params
 
     def _missing(self, ev: Event) -> str | None:
+        """The key of the first thing ``ev`` refers to that is not here yet."""
         b = ev.body
         if isinstance(b, (Hello, Goal)):
             return None
@@ -150,11 +177,10 @@ class Plan:
             return None if b.claim in self.claims else "event:" + b.claim
         if isinstance(b, Proposal) and b.refines is not None and b.refines not in self.proposals:
             return "event:" + b.refines
-        if isinstance(b, Vote):
-            if b.proposal is not None and b.proposal not in self.proposals:
-                return "event:" + b.proposal
-            if "scorer" not in self.roles.get(ev.author, ()):
-                return "scorer:" + ev.author
+        if isinstance(b, Score) and b.proposal not in self.proposals:
+            return "event:" + b.proposal
+        if isinstance(b, Vote) and b.value not in (LEAF, NIL) and b.value not in self.proposals:
+            return "event:" + b.value
         if self.node_ref(b.node) is None:
             if "/" in b.node:
                 pid = b.node.partition("/")[0]
@@ -162,50 +188,76 @@ class Plan:
                     return "event:" + pid
                 raise Rejected(Reason.UNKNOWN_DEPENDENCY, f"proposal {pid[:10]} has no subgoal {b.node}")
             return "event:" + b.node
+        if isinstance(b, Claim):
+            self._check_claim_static(ev)
+            if not self.claimable(b.node):
+                return "task:" + b.node
         return None
 
     def _keys_provided(self, ev: Event) -> list[str]:
         keys = ["event:" + ev.id]
-        if isinstance(ev.body, Hello) and ev.body.role == "scorer":
-            keys.append("scorer:" + ev.author)
+        if isinstance(ev.body, (Vote, Result)):
+            # a decision or a done task can make a waiting claim's node a task
+            for key in [k for k in self._pending if k.startswith("task:")]:
+                if self.claimable(key[5:]):
+                    keys.append(key)
         return keys
 
-    def params_of(self, node: str) -> PlanParams:
-        ref = self.node_ref(node)
+    def _before(self, ev: Event, dep_id: str, what: str) -> None:
+        dep = self.events[dep_id]
+        if (ev.hlc.wall, ev.hlc.logical) <= (dep.hlc.wall, dep.hlc.logical):
+            raise Rejected(Reason.BACKDATED, f"stamped {ev.hlc}, not after the {what} it depends on ({dep.hlc})")
+
+    def _check_claim_static(self, ev: Event) -> None:
+        ref = self.node_ref(ev.body.node)
         assert ref is not None
-        return self.goals[ref.root].body.params
+        cap = self.params(ref).max_lease_ms
+        if ev.body.lease_ms > cap:
+            raise Rejected(Reason.LEASE_TOO_LONG, f"lease {ev.body.lease_ms} ms > the goal's {cap} ms")
 
     def _check(self, ev: Event) -> None:
         """Rules that need the dependencies present and can never change once they are."""
         b = ev.body
-        if isinstance(b, Goal):
-            if b.params.quorum > b.params.scorers:
-                raise Rejected(Reason.BAD_PARAMS, "quorum exceeds the scorer count")
-            return
-        if isinstance(b, Hello):
+        if isinstance(b, (Goal, Hello)):
             return
         ref = self.node_ref(b.node)
         assert ref is not None
-        params = self.goals[ref.root].body.params
+        params = self.params(ref)
+        self._before(ev, ref.creator, "node")
         if isinstance(b, Proposal):
             if ref.depth >= params.max_depth:
                 raise Rejected(Reason.TOO_DEEP, f"node at depth {ref.depth}, max {params.max_depth}")
             if len(b.subgoals) > params.max_children:
                 raise Rejected(Reason.TOO_MANY_CHILDREN,
                                f"{len(b.subgoals)} subgoals, max {params.max_children}")
-            if b.refines is not None and self.proposals[b.refines].body.node != b.node:
-                raise Rejected(Reason.WRONG_NODE, "refines a proposal for another node")
+            if b.refines is not None:
+                if self.proposals[b.refines].body.node != b.node:
+                    raise Rejected(Reason.WRONG_NODE, "refines a proposal for another node")
+                self._before(ev, b.refines, "proposal")
+        elif isinstance(b, Score):
+            if self.proposals[b.proposal].body.node != b.node:
+                raise Rejected(Reason.WRONG_NODE, "scores a proposal of another node")
+            self._before(ev, b.proposal, "proposal")
         elif isinstance(b, Vote):
-            if b.round > params.max_rounds + 1:
-                raise Rejected(Reason.BAD_ROUND, f"round {b.round} > {params.max_rounds + 1}")
-            if b.proposal is not None and self.proposals[b.proposal].body.node != b.node:
-                raise Rejected(Reason.WRONG_NODE, "vote names a proposal of another node")
+            if ev.author not in params.electorate:
+                raise Rejected(Reason.NOT_ELECTOR, f"{ev.author[-8:]} is not in the goal's electorate")
+            if ref.depth >= params.max_depth:
+                raise Rejected(Reason.TOO_DEEP, "a node at the depth limit is a leaf: nothing to vote on")
+            if b.value not in (LEAF, NIL):
+                if self.proposals[b.value].body.node != b.node:
+                    raise Rejected(Reason.WRONG_NODE, "vote names a proposal of another node")
+                self._before(ev, b.value, "proposal")
+        elif isinstance(b, Claim):
+            self._check_claim_static(ev)
         elif isinstance(b, (Renew, Release, Result)):
             claim = self.claims[b.claim]
             if claim.author != ev.author:
                 raise Rejected(Reason.NOT_CLAIMANT, "only the claim's author may renew, release or report")
             if claim.body.node != b.node:
                 raise Rejected(Reason.WRONG_NODE, "claim is for another node")
+            self._before(ev, b.claim, "claim")
+            if isinstance(b, Renew):
+                self._check_claim_static(ev)
 
     def _index(self, ev: Event) -> None:
         self.events[ev.id] = ev
@@ -213,24 +265,89 @@ class Plan:
         b = ev.body
         if isinstance(b, Hello):
             self.roles[ev.author].add(b.role)
-        elif isinstance(b, Goal):
+            return
+        if isinstance(b, Goal):
             self.goals[ev.id] = ev
-        else:
-            if isinstance(b, Proposal):
-                self.proposals[ev.id] = ev
-            elif isinstance(b, Claim):
-                self.claims[ev.id] = ev
-            elif isinstance(b, (Renew, Release, Result)):
-                self.by_claim[b.claim].append(ev)
-            self.by_node[b.node][b.type].append(ev)
+            return
+        ne = self.by_node[b.node]
+        if isinstance(b, Proposal):
+            self.proposals[ev.id] = ev
+            ne.proposals.append(ev)
+        elif isinstance(b, Score):
+            ne.scores.append(ev)
+        elif isinstance(b, Vote):
+            ne.votes.append(ev)
+            self._tallies.pop(b.node, None)
+        elif isinstance(b, Claim):
+            self.claims[ev.id] = ev
+            ne.claims.append(ev)
+            self._leases.pop(b.node, None)
+        elif isinstance(b, (Renew, Release, Result)):
+            self.by_claim[b.claim].append(ev)
+            self._leases.pop(b.node, None)
 
-    # ------------------------------------------------------------------ derivation
-    def tree(self, now_ms: int | None = None) -> "Tree":
-        from .tree import derive  # derivation lives apart from intake
+    # ------------------------------------------------------------------ derived, cached
+    def tally(self, node: str) -> Tally:
+        t = self._tallies.get(node)
+        if t is None:
+            ref = self.node_ref(node)
+            quorum = self.params(ref).quorum if ref is not None else 1
+            t = self._tallies[node] = tally(self.by_node[node].votes if node in self.by_node else (), quorum)
+        return t
 
-        if now_ms is None:
-            now_ms = self.latest_wall()
-        return derive(self, now_ms)
+    def leases(self, node: str) -> Leases:
+        ls = self._leases.get(node)
+        if ls is None:
+            ne = self.by_node.get(node)
+            ref = self.node_ref(node)
+            cap = self.params(ref).max_lease_ms if ref is not None else 0
+            ls = self._leases[node] = leases(ne.claims if ne else (), self.by_claim, cap)
+        return ls
+
+    def subgoal_dicts(self, proposal_id: str) -> list[dict]:
+        """The proposal's subgoals as plain dicts (computed once: events never change)."""
+        got = self._subgoals.get(proposal_id)
+        if got is None:
+            got = self._subgoals[proposal_id] = [s.model_dump() for s in self.proposals[proposal_id].body.subgoals]
+        return got
+
+    def decided(self, node: str) -> str | None:
+        return self.tally(node).decided
+
+    def is_leaf(self, node: str) -> bool:
+        ref = self.node_ref(node)
+        if ref is None:
+            return False
+        return ref.depth >= self.params(ref).max_depth or self.decided(node) == LEAF
+
+    def is_done(self, node: str) -> bool:
+        return self.leases(node).counted is not None
+
+    def children(self, node: str) -> list[str]:
+        v = self.decided(node)
+        if v is None or v == LEAF:
+            return []
+        return [child_id(v, i) for i in range(len(self.proposals[v].body.subgoals))]
+
+    def in_tree(self, node: str) -> bool:
+        """The node is part of the plan: a goal, or a subgoal of the split its parent decided."""
+        ref = self.node_ref(node)
+        while ref is not None and ref.proposal is not None:
+            parent = self.proposals[ref.proposal].body.node
+            if self.decided(parent) != ref.proposal:
+                return False
+            ref = self.node_ref(parent)
+        return ref is not None
+
+    def claimable(self, node: str) -> bool:
+        """A task: a leaf, or a split node whose children are all done (its synthesis).
+        Monotone: once a node is a task it stays one (decisions and valid results are final)."""
+        if not self.in_tree(node):
+            return False
+        if self.is_leaf(node):
+            return True
+        kids = self.children(node)
+        return bool(kids) and all(self.is_done(k) for k in kids)
 
     def latest_wall(self) -> int:
         return max((e.hlc.wall for e in self.events.values()), default=0)
@@ -245,10 +362,3 @@ def fold(events: Iterable[Event]) -> Plan:
         except Rejected:
             pass
     return plan
-
-
-def digest_of(obj: Any) -> str:
-    return hashlib.sha256(canonical(obj)).hexdigest()
-
-
-from .tree import Tree  # noqa: E402,F401  (re-export)

@@ -10,14 +10,16 @@ class Reason(str, Enum):
     OVERSIZE = "oversize"
     MALFORMED = "malformed"
     BAD_SIGNATURE = "bad_signature"
-    CLOCK_DRIFT = "clock_drift"
+    CLOCK_DRIFT = "clock_drift"  # stamped further ahead of our clock than we ever hold for
     # stateful: against what the plan already holds
     DUPLICATE = "duplicate"
-    UNKNOWN_DEPENDENCY = "unknown_dependency"  # parent node, proposal or claim not (yet) known
-    NOT_SCORER = "not_scorer"
+    UNKNOWN_DEPENDENCY = "unknown_dependency"  # parent node, proposal or claim never arrived
+    NOT_ELECTOR = "not_elector"  # a vote from outside the goal's electorate
+    NOT_CLAIMABLE = "not_claimable"  # a claim on a node that never became a task
+    BACKDATED = "backdated"  # stamped before something it depends on
+    LEASE_TOO_LONG = "lease_too_long"  # beyond the goal's max_lease_ms
     TOO_DEEP = "too_deep"
     TOO_MANY_CHILDREN = "too_many_children"
-    BAD_ROUND = "bad_round"
     WRONG_NODE = "wrong_node"
     NOT_CLAIMANT = "not_claimant"
     BAD_PARAMS = "bad_params"

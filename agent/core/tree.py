@@ -1,35 +1,45 @@
-"""Derive the plan tree from a Plan's indexes (pure; `now_ms` only decides lease expiry)."""
+"""Derive the plan tree from a Plan's indexes (pure; ``now_ms`` only decides lease liveness)."""
 
 from __future__ import annotations
 
 import hashlib
-from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator
+from enum import StrEnum
+from typing import Any, Iterator
 
-from .events import Event, PlanParams, canonical
+from .consensus import LEAF, NIL, Tally
+from .events import PlanParams, canonical
+from .leases import ClaimState
+from .plan import Plan, child_id
 
-if TYPE_CHECKING:
-    from .plan import Plan
 
-LEAF_TARGET = ""  # the "execute as it is" target of a vote with proposal=None
+class NodeState(StrEnum):
+    OPEN = "open"  # no proposal yet
+    VOTING = "voting"  # proposals and votes, nothing decided
+    SPLIT = "split"  # a split was decided; children not all done
+    READY = "ready"  # a task (leaf, or synthesis of done children) nobody holds
+    CLAIMED = "claimed"  # a task under a live lease
+    DONE = "done"  # the task has its counted result
 
-OPEN, VOTING, SPLIT, READY, CLAIMED, DONE = "open", "voting", "split", "ready", "claimed", "done"
-STATES = (OPEN, VOTING, SPLIT, READY, CLAIMED, DONE)
+
+class TaskKind(StrEnum):
+    LEAF = "leaf"  # execute the node itself
+    SYNTHESIS = "synthesis"  # summarise the done children into the node's answer
 
 
 @dataclass
-class RoundView:
-    number: int
-    voters: set[str] = field(default_factory=set)
-    approvals: dict[str, list[tuple[int, int, str]]] = field(default_factory=dict)
-    rejections: dict[str, int] = field(default_factory=dict)
-    equivocators: set[str] = field(default_factory=set)
-    first_wall: int = 0
-    last_wall: int = 0
+class ScoreView:
+    author: str
+    specificity: float
+    non_overlap: float
+    coverage: float
+    acceptable: bool
+    feedback: str
+    wall: int
 
-    def best(self) -> int:
-        return max((len(v) for v in self.approvals.values()), default=0)
+    @property
+    def overall(self) -> float:
+        return (self.specificity + self.non_overlap + self.coverage) / 3
 
 
 @dataclass
@@ -40,16 +50,13 @@ class ProposalView:
     refines: str | None
     wall: int
     subgoals: list[dict[str, Any]]
-    feedback: dict[int, list[str]] = field(default_factory=dict)  # round -> scorers' feedback
-    scores: dict[int, list[float]] = field(default_factory=dict)  # round -> mean score per vote
+    scores: list[ScoreView] = field(default_factory=list)  # one per scorer, earliest first
 
+    def mean_score(self) -> float:
+        return sum(s.overall for s in self.scores) / len(self.scores) if self.scores else 0.0
 
-@dataclass
-class ClaimView:
-    holder: str
-    claim: str
-    start: int
-    expires: int
+    def feedback(self) -> list[str]:
+        return [s.feedback for s in self.scores if s.feedback]
 
 
 @dataclass
@@ -59,45 +66,60 @@ class NodeView:
     depth: int
     title: str
     description: str
-    atomic: bool
+    atomic: bool  # the proposer's hint
     params: PlanParams
     parent: str | None
-    state: str = OPEN
+    state: NodeState = NodeState.OPEN
     leaf: bool = False
-    leaf_reason: str | None = None
+    leaf_reason: str | None = None  # "max_depth" | "voted"
+    task: TaskKind | None = None
     proposals: list[ProposalView] = field(default_factory=list)
-    rounds: dict[int, RoundView] = field(default_factory=dict)
-    accepted: str | None = None
-    accepted_round: int | None = None
-    accepted_wall: int | None = None
+    tally: Tally | None = None
+    decided: str | None = None  # proposal id or LEAF
+    decided_round: int | None = None
     children: list["NodeView"] = field(default_factory=list)
-    claim: ClaimView | None = None
-    claims: list[tuple[int, int, str, str]] = field(default_factory=list)  # (wall, logical, author, id)
+    claims: list[ClaimState] = field(default_factory=list)
+    holder: ClaimState | None = None  # the claim whose lease is alive now
     collisions: int = 0
     takeovers: int = 0
-    result: dict[str, str] | None = None
+    executed_twice: int = 0
+    late_results: int = 0  # finished after the lease lapsed: never counted
+    result: dict[str, Any] | None = None
 
     def walk(self) -> Iterator["NodeView"]:
         yield self
         for c in self.children:
             yield from c.walk()
 
+    def proposal(self, pid: str) -> ProposalView | None:
+        return next((p for p in self.proposals if p.id == pid), None)
+
     @property
     def first_proposal_wall(self) -> int | None:
         return min((p.wall for p in self.proposals), default=None)
 
     def to_json(self) -> dict[str, Any]:
+        rounds = []
+        if self.tally is not None:
+            for r in sorted(self.tally.rounds):
+                rt = self.tally.rounds[r]
+                rounds.append({
+                    "round": r,
+                    "prevotes": {v: sorted(w) for v, w in sorted(rt.prevotes.items())},
+                    "precommits": {v: sorted(w) for v, w in sorted(rt.precommits.items())},
+                })
         return {
             "id": self.id,
             "title": self.title,
             "description": self.description,
             "depth": self.depth,
-            "state": self.state,
+            "state": self.state.value,
             "leaf": self.leaf,
             "leaf_reason": self.leaf_reason,
-            "atomic": self.atomic,
-            "accepted": self.accepted,
-            "accepted_round": self.accepted_round,
+            "task": self.task.value if self.task else None,
+            "atomic_hint": self.atomic,
+            "decided": self.decided,
+            "decided_round": self.decided_round,
             "proposals": [
                 {
                     "id": p.id,
@@ -105,17 +127,21 @@ class NodeView:
                     "strategy": p.strategy,
                     "refines": p.refines,
                     "subgoals": [s["title"] for s in p.subgoals],
-                    "approvals": {str(r): len(rv.approvals.get(p.id, ())) for r, rv in sorted(self.rounds.items())},
+                    "scores": [
+                        {"author": s.author, "specificity": s.specificity, "non_overlap": s.non_overlap,
+                         "coverage": s.coverage, "acceptable": s.acceptable, "feedback": s.feedback}
+                        for s in p.scores
+                    ],
                 }
                 for p in self.proposals
             ],
-            "rounds": len(self.rounds),
-            "claim": None if self.claim is None else {
-                "holder": self.claim.holder, "claim": self.claim.claim,
-                "start": self.claim.start, "expires": self.claim.expires,
-            },
+            "rounds": rounds,
+            "claims": [{"id": c.id, "author": c.author, "start": c.start, "end": c.end} for c in self.claims],
+            "holder": None if self.holder is None else self.holder.id,
             "collisions": self.collisions,
             "takeovers": self.takeovers,
+            "executed_twice": self.executed_twice,
+            "late_results": self.late_results,
             "result": self.result,
             "children": [c.to_json() for c in self.children],
         }
@@ -126,6 +152,12 @@ class Tree:
     roots: list[NodeView]
     now_ms: int
     index: dict[str, NodeView]
+    members: dict[str, frozenset[str]] = field(default_factory=dict)  # peer -> announced roles
+    valid_until: int = 2**62  # the tree is the same for any now in [now_ms, valid_until)
+    _digest: str | None = field(default=None, repr=False, compare=False)
+
+    def count_role(self, role: str) -> int:
+        return sum(1 for roles in self.members.values() if role in roles)
 
     def node(self, node_id: str) -> NodeView | None:
         return self.index.get(node_id)
@@ -140,150 +172,118 @@ class Tree:
 
     @property
     def digest(self) -> str:
-        return self.to_json()["digest"]
+        if self._digest is None:
+            self._digest = self.to_json()["digest"]
+        return self._digest
 
     def counts(self) -> dict[str, int]:
-        out = {s: 0 for s in STATES}
+        out = {s.value: 0 for s in NodeState}
         for n in self.walk():
-            out[n.state] += 1
+            out[n.state.value] += 1
         return out
 
+    def is_done(self, goal_id: str | None = None) -> bool:
+        roots = self.roots if goal_id is None else [r for r in self.roots if r.id == goal_id]
+        return bool(roots) and all(r.state is NodeState.DONE for r in roots)
 
-def derive(plan: "Plan", now_ms: int) -> Tree:
+    def path(self, node: NodeView) -> list[NodeView]:
+        """From the goal down to ``node``."""
+        out = []
+        cur: NodeView | None = node
+        while cur is not None:
+            out.append(cur)
+            cur = self.index.get(cur.parent) if cur.parent else None
+        return out[::-1]
+
+
+def derive(plan: Plan, now_ms: int) -> Tree:
     index: dict[str, NodeView] = {}
     roots = []
+    changes = [2**62]  # when a lease starts or ends: the only way time changes the tree
     for gid, goal in sorted(plan.goals.items(), key=lambda kv: (kv[1].order, kv[0])):
         g = goal.body
         root = NodeView(gid, gid, 0, g.title, g.description, False, g.params, None)
-        _derive_node(plan, root, now_ms, index)
+        _derive_node(plan, root, now_ms, index, changes)
         roots.append(root)
-    return Tree(roots, now_ms, index)
+    members = {peer: frozenset(roles) for peer, roles in plan.roles.items()}
+    return Tree(roots, now_ms, index, members, min(changes))
 
 
-def _derive_node(plan: "Plan", n: NodeView, now_ms: int, index: dict[str, NodeView]) -> None:
+def _scores(plan: Plan, node: str) -> dict[str, list[ScoreView]]:
+    ne = plan.by_node.get(node)
+    if ne is None or not ne.scores:
+        return {}
+    key = ("scores", node, len(ne.scores))  # scores only accumulate: the count is a version
+    got = plan.memo.get(key)
+    if got is None:
+        got = plan.memo[key] = _score_views(ne.scores)
+    return got
+
+
+def _score_views(events: list) -> dict[str, list[ScoreView]]:
+    out: dict[str, list[ScoreView]] = {}
+    seen: set[tuple[str, str]] = set()
+    for s in sorted(events, key=lambda e: (e.order, e.id)):
+        b = s.body
+        if (s.author, b.proposal) in seen:
+            continue  # a scorer's first judgment of a proposal stands
+        seen.add((s.author, b.proposal))
+        out.setdefault(b.proposal, []).append(ScoreView(
+            s.author, b.specificity, b.non_overlap, b.coverage, b.acceptable, b.feedback, s.hlc.wall))
+    return out
+
+
+def _derive_node(plan: Plan, n: NodeView, now_ms: int, index: dict[str, NodeView],
+                 changes: list[int]) -> None:
     index[n.id] = n
-    evs = plan.by_node.get(n.id, {})
-    for p in sorted(evs.get("proposal", ()), key=lambda e: (e.order, e.id)):
-        b = p.body
-        n.proposals.append(ProposalView(
-            p.id, p.author, b.strategy, b.refines, p.hlc.wall,
-            [s.model_dump() for s in b.subgoals],
-        ))
+    ne = plan.by_node.get(n.id)
+    if ne is not None and ne.proposals:
+        scores = _scores(plan, n.id)
+        for p in sorted(ne.proposals, key=lambda e: (e.order, e.id)):
+            b = p.body
+            n.proposals.append(ProposalView(
+                p.id, p.author, b.strategy, b.refines, p.hlc.wall,
+                plan.subgoal_dicts(p.id), scores.get(p.id, []),
+            ))
     if n.depth >= n.params.max_depth:
         n.leaf, n.leaf_reason = True, "max_depth"
-    elif n.atomic:
-        n.leaf, n.leaf_reason = True, "atomic"
     else:
-        _tally(n, evs.get("vote", ()))
-        if n.accepted == LEAF_TARGET:
-            n.leaf, n.leaf_reason = True, "vote"
-    if n.leaf:
-        _claims(plan, n, evs.get("claim", ()), now_ms)
+        t = n.tally = plan.tally(n.id)
+        n.decided, n.decided_round = t.decided, t.decided_round
+        if n.decided == LEAF:
+            n.leaf, n.leaf_reason = True, "voted"
+    if not n.leaf:
+        if n.decided is None:
+            n.state = NodeState.VOTING if (n.proposals or (n.tally and n.tally.rounds)) else NodeState.OPEN
+            return
+        prop = plan.proposals[n.decided]
+        for i, s in enumerate(prop.body.subgoals):
+            child = NodeView(child_id(prop.id, i), n.root, n.depth + 1, s.title, s.description,
+                             s.atomic, n.params, n.id)
+            _derive_node(plan, child, now_ms, index, changes)
+            n.children.append(child)
+        if not all(c.state is NodeState.DONE for c in n.children):
+            n.state = NodeState.SPLIT
+            return
+    n.task = TaskKind.LEAF if n.leaf else TaskKind.SYNTHESIS
+    ls = plan.leases(n.id)
+    n.claims = list(ls.claims)
+    n.collisions, n.takeovers = ls.collisions, ls.takeovers
+    n.executed_twice, n.late_results = ls.executed_twice, ls.invalid_results
+    counted = ls.counted
+    if counted is not None:
+        b = counted.body
+        n.result = {"author": counted.author, "claim": b.claim, "output": b.output,
+                    "prompt_tokens": b.prompt_tokens, "completion_tokens": b.completion_tokens}
+        n.state = NodeState.DONE
         return
-    if n.accepted is None:
-        n.state = VOTING if n.proposals else OPEN
-        return
-    prop = plan.proposals[n.accepted]
-    for i, s in enumerate(prop.body.subgoals):
-        child = NodeView(f"{prop.id}/{i}", n.root, n.depth + 1, s.title, s.description,
-                         s.atomic, n.params, n.id)
-        _derive_node(plan, child, now_ms, index)
-        n.children.append(child)
-    n.state = DONE if all(c.state == DONE for c in n.children) else SPLIT
+    n.holder = ls.holder(now_ms)
+    n.state = NodeState.CLAIMED if n.holder is not None else NodeState.READY
+    for c in ls.claims:
+        if c.start > now_ms:
+            changes.append(c.start)
+        elif c.end > now_ms:
+            changes.append(c.end)
 
 
-def _tally(n: NodeView, votes: Any) -> None:
-    """Count approvals per round; one approving target per scorer per round (an equivocating
-    scorer's approvals in that round are void); the lowest round reaching quorum wins, then
-    the earliest quorum-completing vote (HLC, author), then the target id."""
-    by_voter: dict[tuple[int, str], list[Event]] = defaultdict(list)
-    feedback_of = {p.id: p for p in n.proposals}
-    for v in votes:
-        b = v.body
-        rv = n.rounds.setdefault(b.round, RoundView(b.round, first_wall=v.hlc.wall, last_wall=v.hlc.wall))
-        rv.voters.add(v.author)
-        rv.first_wall = min(rv.first_wall, v.hlc.wall)
-        rv.last_wall = max(rv.last_wall, v.hlc.wall)
-        by_voter[(b.round, v.author)].append(v)
-        pv = feedback_of.get(b.proposal or "")
-        if pv is not None:
-            pv.scores.setdefault(b.round, []).append(round((b.specificity + b.non_overlap + b.coverage) / 3, 4))
-            if not b.approve:
-                rv.rejections[pv.id] = rv.rejections.get(pv.id, 0) + 1
-            if b.feedback:
-                pv.feedback.setdefault(b.round, []).append(b.feedback)
-    for (rnd, author), vs in by_voter.items():
-        approved = [v for v in vs if v.body.approve]
-        targets = {v.body.proposal or LEAF_TARGET for v in approved}
-        if len(targets) > 1:
-            n.rounds[rnd].equivocators.add(author)
-            continue
-        if targets:
-            first = min(approved, key=lambda v: (v.order, v.id))
-            n.rounds[rnd].approvals.setdefault(targets.pop(), []).append(first.order)
-    for pv in n.proposals:
-        for fb in pv.feedback.values():
-            fb.sort()
-        for sc in pv.scores.values():
-            sc.sort()
-    quorum = n.params.quorum
-    best: tuple[int, tuple[int, int, str], str] | None = None
-    for rnd, rv in n.rounds.items():
-        for target, orders in rv.approvals.items():
-            orders.sort()
-            if len(orders) >= quorum:
-                cand = (rnd, orders[quorum - 1], target)
-                if best is None or cand < best:
-                    best = cand
-    if best is not None:
-        n.accepted_round, completing, n.accepted = best
-        n.accepted_wall = completing[0]
-
-
-def _claims(plan: "Plan", n: NodeView, claims: Any, now_ms: int) -> None:
-    """Earliest (HLC, author) claim holds the lease; a claim made while a lease is alive is a
-    collision; one made after the lease ended (expired or released, no result) takes over."""
-    ordered = sorted(claims, key=lambda e: (e.order, e.id))
-    n.claims = [(c.hlc.wall, c.hlc.logical, c.author, c.id) for c in ordered]
-    results = []
-    holder: Event | None = None
-    holder_end = 0
-    for c in ordered:
-        end = _lease_end(plan, c)
-        for e in plan.by_claim.get(c.id, ()):
-            if e.body.type == "result":
-                results.append(e)
-        if holder is None:
-            holder, holder_end = c, end
-        elif c.hlc.wall >= holder_end and not _has_result(plan, holder):
-            holder, holder_end = c, end
-            n.takeovers += 1
-        else:
-            n.collisions += 1
-    if results:
-        r = min(results, key=lambda e: (e.order, e.id))
-        n.result = {"author": r.author, "claim": r.body.claim, "output": r.body.output}
-        n.state = DONE
-    elif holder is not None and holder_end > now_ms:
-        n.state = CLAIMED
-    else:
-        n.state = READY
-    if holder is not None:
-        n.claim = ClaimView(holder.author, holder.id, holder.hlc.wall, holder_end)
-
-
-def _has_result(plan: "Plan", claim: Event) -> bool:
-    return any(e.body.type == "result" for e in plan.by_claim.get(claim.id, ()))
-
-
-def _lease_end(plan: "Plan", claim: Event) -> int:
-    end = claim.hlc.wall + claim.body.lease_ms
-    for e in sorted(plan.by_claim.get(claim.id, ()), key=lambda e: (e.order, e.id)):
-        if e.hlc.wall > end:
-            break  # a lease cannot be revived once it has lapsed
-        if e.body.type == "renew":
-            end = max(end, e.hlc.wall + e.body.lease_ms)
-        elif e.body.type == "release":
-            end = min(end, e.hlc.wall)
-            break
-    return end
+__all__ = ["NIL", "NodeState", "NodeView", "ProposalView", "ScoreView", "TaskKind", "Tree", "derive"]

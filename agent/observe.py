@@ -1,5 +1,6 @@
-"""Observer: never publishes; rebuilds the tree from what it hears and shows it. When a goal's
-root is done it prints the final plan as Markdown (leaf results in tree order)."""
+"""The observer's display: it never publishes; it rebuilds the tree from what it hears and
+shows it (a live rich tree on a terminal, a log line per change otherwise) and prints each
+goal's final plan as Markdown once its root is done."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import trio
 from rich.console import Console
 from rich.live import Live
 
+from agent.core.tree import NodeState
 from agent.render import markdown_plan, rich_tree
 from agent.runtime import Runtime
 
 
-async def run(rt: Runtime, llm: object = None, *, console: Console | None = None) -> None:
+async def show(rt: Runtime, *, console: Console | None = None) -> None:
     console = console or Console()
     printed: set[str] = set()
     live_ok = console.is_terminal and sys.stdout.isatty()
@@ -22,7 +24,7 @@ async def run(rt: Runtime, llm: object = None, *, console: Console | None = None
     def finished() -> None:
         tree = rt.tree()
         for r in tree.roots:
-            if r.state == "done" and r.id not in printed:
+            if r.state is NodeState.DONE and r.id not in printed:
                 printed.add(r.id)
                 console.print(markdown_plan(tree, r.id), markup=False, highlight=False)
 

@@ -1,10 +1,8 @@
-"""The LLM-shaped steps of each role, split into 'build the request' and 'turn the answer into
-an event body'. Network roles await a real backend between the two; the simulator calls the
-scripted answer function. Both therefore run the same logic."""
+"""The LLM-shaped steps of each role: build the request, and turn the answer into an event
+body (or a verdict). Pure; every driver runs the same code."""
 
 from __future__ import annotations
 
-from agent.core.decide import ProposeTask, RefineTask, path_titles
 from agent.core.events import Proposal, Result, Subgoal
 from agent.core.scoring import Verdict, check_split, combine, result_problem
 from agent.core.tree import NodeView, ProposalView, Tree
@@ -26,33 +24,34 @@ def goal_title(tree: Tree, node: NodeView) -> str:
     return root.title if root else node.title
 
 
-def decompose_req(tree: Tree, task: ProposeTask | RefineTask, strategy: str, seed: int | None) -> LLMRequest:
-    n = task.node
-    previous = feedback = None
-    if isinstance(task, RefineTask):
-        prev = next(p for p in n.proposals if p.id == task.previous)
-        previous = [dict(s) for s in prev.subgoals]
-        feedback = list(task.feedback) or ["make the subgoals more specific and distinct"]
+def _path(tree: Tree, node: NodeView) -> list[str]:
+    return [n.title for n in tree.path(node)][:-1]
+
+
+def decompose_req(tree: Tree, node: NodeView, strategy: str, seed: int | None,
+                  previous: ProposalView | None = None) -> LLMRequest:
+    prev = feedback = None
+    if previous is not None:
+        prev = [dict(s) for s in previous.subgoals]
+        feedback = previous.feedback() or ["make the subgoals more specific and distinct"]
     return decompose_request(
-        goal=goal_title(tree, n), path=path_titles(tree, n)[:-1], title=n.title,
-        description=n.description, strategy=strategy, max_children=n.params.max_children,
-        feedback=feedback or [], previous=previous, seed=seed,
+        goal=goal_title(tree, node), path=_path(tree, node), title=node.title,
+        description=node.description, strategy=strategy, max_children=node.params.max_children,
+        feedback=feedback or [], previous=prev, seed=seed,
     )
 
 
-def proposal_from(answer: dict, task: ProposeTask | RefineTask, strategy: str) -> Proposal:
+def proposal_from(answer: dict, node: NodeView, strategy: str, refines: str | None) -> Proposal:
     """Raises LLMBadOutput when the split is unusable (so the caller retries with a new seed)."""
-    n = task.node
-    subgoals = parse_decomposition(answer, max_children=n.params.max_children)
-    checks = check_split(n.title, [s["title"] for s in subgoals])
+    subgoals = parse_decomposition(answer, max_children=node.params.max_children)
+    checks = check_split(node.title, [s["title"] for s in subgoals])
     if checks.hard_fail:
         raise LLMBadOutput("split rejected before proposing: " + "; ".join(checks.notes[:3]))
-    # children one level above the depth limit are leaves anyway; don't let them claim atomicity
     return Proposal(
-        node=n.id, strategy=strategy[:40],
+        node=node.id, strategy=strategy[:40],
         subgoals=tuple(Subgoal(title=s["title"], description=s["description"], atomic=s["atomic"])
                        for s in subgoals),
-        refines=task.previous if isinstance(task, RefineTask) else None,
+        refines=refines,
     )
 
 
@@ -81,16 +80,30 @@ def verdict_without_llm(node: NodeView, prop: ProposalView) -> Verdict:
 
 def execute_req(tree: Tree, node: NodeView, seed: int | None) -> LLMRequest:
     return execute_request(
-        goal=goal_title(tree, node), path=path_titles(tree, node)[:-1], title=node.title,
+        goal=goal_title(tree, node), path=_path(tree, node), title=node.title,
         description=node.description, seed=seed,
     )
 
 
-def result_from(answer: dict, node: NodeView, claim_id: str, *, strict: bool = True) -> Result:
+def synthesis_req(tree: Tree, node: NodeView, seed: int | None) -> LLMRequest:
+    """Summarise a split node's done children into the node's answer."""
+    parts = []
+    for c in node.children:
+        out = (c.result or {}).get("output", "")
+        parts.append(f"{c.title}: {' '.join(out.split())[:300]}")
+    return execute_request(
+        goal=goal_title(tree, node), path=_path(tree, node), title=f"Summarise: {node.title}",
+        description=" | ".join(parts)[:400], seed=seed,
+    )
+
+
+def result_from(answer: dict, node: NodeView, claim_id: str, *, strict: bool = True,
+                prompt_tokens: int = 0, completion_tokens: int = 0) -> Result:
     """Raises LLMBadOutput for an unusable result (the executor retries with a new seed; its
     last attempt takes any schema-valid answer, so a weak model cannot stall a task forever)."""
     output = parse_execution(answer)[:8000]
     problem = result_problem(output)
     if problem and strict:
         raise LLMBadOutput(f"{problem}: {output[:80]!r}")
-    return Result(node=node.id, claim=claim_id, output=output)
+    return Result(node=node.id, claim=claim_id, output=output,
+                  prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)

@@ -1,0 +1,121 @@
+"""Decomposer: proposes a split of every open node with its own strategy; after a round ends
+without a decision it refines its newest split with the scorers' feedback."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agent.core.tree import NodeView, Tree
+from agent.llm.base import LLMBadOutput, LLMError
+
+from . import work
+from .base import Behaviour, wake_at
+from .effects import Ask, Cancel, Count, Effect, LLMReply, Metric, Publish, log
+from .timing import Timing
+from .votes import closed_rounds
+
+
+@dataclass
+class _Job:
+    ticket: int
+    node: str
+    refines: str | None
+    attempt: int
+    closed: int  # the rounds closed when the job started: what it answers
+
+
+class Decomposer(Behaviour):
+    role = "decomposer"
+
+    def __init__(self, me: str, timing: Timing | None = None, seed: int = 0, strategy: str = "by phase") -> None:
+        super().__init__(me, timing, seed)
+        self.strategy = strategy
+        self.job: _Job | None = None
+        self.set_aside: dict[str, int] = {}
+        self.answered_closed: dict[str, int] = {}  # node -> closed rounds my newest split answers
+
+    # ------------------------------------------------------------------ what to do
+    def _wanted(self, n: NodeView) -> tuple[bool, str | None, int]:
+        """(wanted, proposal to refine, rounds closed) for node ``n``."""
+        if n.leaf or n.decided is not None or n.depth >= n.params.max_depth:
+            return False, None, 0
+        closed = closed_rounds(n)
+        if closed >= n.params.max_rounds:
+            return False, None, closed  # the next rounds vote LEAF: splits no longer help
+        mine = [p for p in n.proposals if p.author == self.me]
+        if not mine:
+            # a node its proposer called atomic is first judged as it is; split if that fails
+            if n.atomic and closed == 0:
+                return False, None, closed
+            return True, None, closed
+        # after a restart, assume the newest split answers what had closed by then
+        done = self.answered_closed.setdefault(n.id, closed)
+        if closed > done:
+            newest = max(mine, key=lambda p: (p.wall, p.id))
+            return True, newest.id, closed
+        return False, None, closed
+
+    def _poll(self, tree: Tree, now: int) -> list[Effect]:
+        out: list[Effect] = []
+        if self.job is not None:
+            n = tree.node(self.job.node)
+            if n is None or not self._wanted(n)[0]:
+                out += [Cancel(self.job.ticket), Count(Metric.LLM_CANCELLED),
+                        log("info", "node moved on; split abandoned", node=self.job.node)]
+                self.job = None
+            else:
+                return out
+        if self.backoff.blocked(now):
+            return out + wake_at([self.backoff.until_ms])
+        wake = []
+        for n in tree.walk():
+            until = self.set_aside.get(n.id, 0)
+            wanted, refines, closed = self._wanted(n)
+            if not wanted:
+                continue
+            if until > now:
+                wake.append(until)
+                continue
+            return out + self._start(tree, n, refines, closed, 0)
+        return out + wake_at(wake)
+
+    def _start(self, tree: Tree, n: NodeView, refines: str | None, closed: int, attempt: int) -> list[Effect]:
+        prev = n.proposal(refines) if refines else None
+        req = work.decompose_req(tree, n, self.strategy, self.rng.randrange(2**31), prev)
+        self.job = _Job(self.ticket(), n.id, refines, attempt, closed)
+        return [Ask(self.job.ticket, req)]
+
+    # ------------------------------------------------------------------ answers
+    def _answered(self, ticket: int, answer: Any, tree: Tree, now: int) -> list[Effect]:
+        job = self.job
+        if job is None or job.ticket != ticket:
+            return []
+        self.job = None
+        n = tree.node(job.node)
+        if n is None or not self._wanted(n)[0]:
+            return [log("info", "node moved on while thinking; split dropped", node=job.node)]
+        if isinstance(answer, LLMReply):
+            try:
+                body = work.proposal_from(answer.value, n, self.strategy, job.refines)
+            except LLMBadOutput as exc:
+                answer = exc
+            else:
+                self.backoff.reset()
+                self.answered_closed[n.id] = job.closed
+                return [Publish(body), log("info", "split proposed", node=n.id, refines=job.refines,
+                                           subgoals=len(body.subgoals))]
+        if isinstance(answer, LLMBadOutput):
+            out: list[Effect] = [Count(Metric.LLM_BAD_OUTPUT),
+                                 log("info", "unusable split; trying another seed", node=n.id,
+                                     attempt=job.attempt + 1, error=str(answer)[:200])]
+            if job.attempt + 1 < self.timing.attempts:
+                return out + self._start(tree, n, job.refines, job.closed, job.attempt + 1)
+            self.set_aside[n.id] = now + self.timing.set_aside_ms
+            return out + [Count(Metric.SET_ASIDE), log("warning", "no usable split; node set aside", node=n.id,
+                                                       retry_in_ms=self.timing.set_aside_ms)]
+        if isinstance(answer, LLMError):
+            delay = self.backoff.failed(now)
+            return [log("warning", "LLM unavailable; backing off", node=n.id, error=str(answer)[:300],
+                        retry_in_ms=delay)]
+        raise TypeError(f"unexpected answer {answer!r}")

@@ -1,0 +1,193 @@
+"""Executor: claims a task (a ready leaf, or a split node whose children are done: its
+synthesis), waits a settle window and pulls its peers' logs so a lost race costs no LLM work,
+renews the lease while the LLM works, and publishes the result only while it still holds the
+lease; otherwise it releases the task and drops the work (counted)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from agent.core.events import Claim, Release, Renew
+from agent.core.tree import NodeState, NodeView, TaskKind, Tree
+from agent.llm.base import LLMBadOutput, LLMError
+
+from . import work
+from .base import Behaviour, wake_at
+from .effects import (
+    Ask, Cancel, Count, Effect, LLMReply, Metric, Observe, Publish, PublishFailed, SyncDone,
+    SyncPeers, log,
+)
+
+TARGET_FIRST = 0.5  # chance to go for the first ready task in tree order (else a random one)
+
+
+class Phase(StrEnum):
+    IDLE = "idle"
+    CLAIMING = "claiming"  # claim published (or being published), settling
+    WORKING = "working"  # the LLM is on it
+
+
+@dataclass
+class _Task:
+    node: str
+    claim_ticket: int
+    claim: str | None = None
+    settle_until: int = 0
+    sync_ticket: int | None = None
+    synced: bool = False
+    ask_ticket: int | None = None
+    attempt: int = 0
+    started: int = 0
+    renewed_at: int = 0
+
+
+class Executor(Behaviour):
+    role = "executor"
+
+    def __init__(self, *args: Any, sync_before_work: bool = True, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.phase = Phase.IDLE
+        self.task: _Task | None = None
+        self.sync_before_work = sync_before_work
+
+    # ------------------------------------------------------------------ poll
+    def _poll(self, tree: Tree, now: int) -> list[Effect]:
+        if self.task is not None:
+            return self._tend(tree, now)
+        if self.backoff.blocked(now):
+            return wake_at([self.backoff.until_ms])
+        ready = [n for n in tree.walk() if n.task is not None and n.state is NodeState.READY]
+        if not ready:
+            return []
+        target = ready[0] if self.rng.random() < TARGET_FIRST else self.rng.choice(ready)
+        t = self.task = _Task(target.id, self.ticket())
+        self.phase = Phase.CLAIMING
+        return [Publish(Claim(node=target.id, lease_ms=self.timing.lease_ms), t.claim_ticket)]
+
+    def _mine(self, n: NodeView) -> tuple[int, int] | None:
+        """(start, end) of my claim's lease if my claim is the one holding the task now."""
+        t = self.task
+        assert t is not None
+        if n.holder is not None and n.holder.id == t.claim:
+            return n.holder.start, n.holder.end
+        return None
+
+    def _tend(self, tree: Tree, now: int) -> list[Effect]:
+        t = self.task
+        assert t is not None
+        if t.claim is None:
+            return []  # the claim is being published
+        n = tree.node(t.node)
+        if n is None or n.state is NodeState.DONE:
+            return self._drop(n, "task done by another executor", release=False)
+        lease = self._mine(n)
+        if self.phase is Phase.CLAIMING:
+            if now < t.settle_until:
+                return wake_at([t.settle_until])
+            if self.sync_before_work and not t.synced:
+                if t.sync_ticket is None:
+                    t.sync_ticket = self.ticket()
+                    return [SyncPeers(t.sync_ticket)]
+                return []
+            if lease is None:
+                self.task, self.phase = None, Phase.IDLE
+                return [Count(Metric.CLAIMS_LOST), Publish(Release(node=n.id, claim=t.claim, reason="lost the claim race")),
+                        log("info", "lost the claim race; moving on", node=n.id, event_id=t.claim)]
+            self.phase = Phase.WORKING
+            t.started = now
+            return [Count(Metric.CLAIMS_WON), *self._ask(tree, n)]
+        # WORKING
+        if lease is None:
+            return self._drop(n, "lease lost while working")
+        half = self.timing.lease_ms // 2
+        if lease[1] - now <= half and now - t.renewed_at >= half // 2:
+            t.renewed_at = now
+            return [Publish(Renew(node=n.id, claim=t.claim, lease_ms=self.timing.lease_ms))]
+        return wake_at([lease[1] - half])
+
+    def _ask(self, tree: Tree, n: NodeView) -> list[Effect]:
+        t = self.task
+        assert t is not None
+        seed = self.rng.randrange(2**31)
+        req = work.synthesis_req(tree, n, seed) if n.task is TaskKind.SYNTHESIS else work.execute_req(tree, n, seed)
+        t.ask_ticket = self.ticket()
+        return [Ask(t.ask_ticket, req)]
+
+    def _drop(self, n: NodeView | None, why: str, release: bool = True) -> list[Effect]:
+        t = self.task
+        assert t is not None
+        working = self.phase is Phase.WORKING
+        self.task, self.phase = None, Phase.IDLE
+        out: list[Effect] = [log("info", f"{why}; work dropped", node=t.node, event_id=t.claim)]
+        if t.ask_ticket is not None:
+            out.append(Cancel(t.ask_ticket))
+        if working:
+            out.append(Count(Metric.WORK_DROPPED))
+        if release and t.claim is not None and n is not None:
+            out.append(Publish(Release(node=t.node, claim=t.claim, reason=why[:200])))
+        return out
+
+    # ------------------------------------------------------------------ answers
+    def _answered(self, ticket: int, answer: Any, tree: Tree, now: int) -> list[Effect]:
+        t = self.task
+        if t is None:
+            return []
+        if ticket == t.claim_ticket:
+            if isinstance(answer, PublishFailed):
+                self.task, self.phase = None, Phase.IDLE
+                delay = self.backoff.failed(now)
+                return [log("warning", "could not publish a claim; backing off", node=t.node,
+                            error=answer.error, retry_in_ms=delay)]
+            t.claim = answer.id
+            t.settle_until = now + self.timing.settle_ms
+            return wake_at([t.settle_until])
+        if ticket == t.sync_ticket:
+            assert isinstance(answer, SyncDone)
+            t.synced = True
+            return self._poll(tree, now)
+        if ticket != t.ask_ticket:
+            return []
+        t.ask_ticket = None
+        n = tree.node(t.node)
+        if n is None or n.state is NodeState.DONE:
+            return self._drop(n, "task done by another executor", release=False)
+        assert t.claim is not None
+        if isinstance(answer, LLMReply):
+            last = t.attempt + 1 >= self.timing.attempts
+            try:
+                body = work.result_from(answer.value, n, t.claim, strict=not last,
+                                        prompt_tokens=answer.prompt_tokens,
+                                        completion_tokens=answer.completion_tokens)
+            except LLMBadOutput as exc:
+                answer = exc
+            else:
+                self.backoff.reset()
+                lease = self._mine(n)
+                margin = min(self.timing.lease_margin_ms, self.timing.lease_ms // 4)
+                if lease is None or lease[1] - now < margin:
+                    return self._drop(n, "lease lapsed before the result was ready")
+                self.task, self.phase = None, Phase.IDLE
+                return [Publish(body), Observe(Metric.TASK_SECONDS, (now - t.started) / 1000),
+                        log("info", "task done", node=n.id, event_id=t.claim, kind=n.task.value if n.task else None)]
+        if isinstance(answer, LLMBadOutput):
+            t.attempt += 1
+            out: list[Effect] = [Count(Metric.LLM_BAD_OUTPUT),
+                                 log("info", "unusable result; trying another seed", node=n.id,
+                                     attempt=t.attempt, error=str(answer)[:200])]
+            if t.attempt <= self.timing.attempts:
+                return out + self._ask(tree, n)
+            self.task, self.phase = None, Phase.IDLE
+            self.backoff.failed(now)
+            return out + [Count(Metric.TASK_RELEASED),
+                          Publish(Release(node=n.id, claim=t.claim, reason="no usable result")),
+                          log("warning", "no usable result; task released", node=n.id)]
+        if isinstance(answer, LLMError):
+            delay = self.backoff.failed(now)
+            out = [Count(Metric.TASK_RELEASED),
+                   log("warning", "LLM unavailable; task released, backing off", node=n.id,
+                       error=str(answer)[:300], retry_in_ms=delay)]
+            self.task, self.phase = None, Phase.IDLE
+            return out + [Publish(Release(node=n.id, claim=t.claim, reason=str(answer)[:200]))]
+        raise TypeError(f"unexpected answer {answer!r}")

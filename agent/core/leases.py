@@ -1,0 +1,99 @@
+"""Claims, leases and which result counts (pure; ``now`` only decides whether a lease is alive).
+
+- A claim is a lease: from the claim's stamp until ``claim + lease_ms``, extended by the
+  holder's renewals stamped while it was still alive, cut short by a release, and never
+  beyond the goal's ``max_lease_ms`` after the claim (so nobody can squat on a task). A lease
+  that has lapsed cannot be revived.
+- At any instant the task belongs to the earliest (HLC, peer id) claim whose lease is alive:
+  that is the race's winner on every peer, whatever order the claims arrived in. A claim made
+  while an earlier lease is alive is a *collision*; one made after every earlier lease ended
+  (expired or released) without a result is a *takeover*.
+- A result is *valid* only if it was stamped while its own claim's lease was alive. The
+  counted result is the earliest valid one. Validity depends on the claim's own events alone,
+  so once a task has a valid result it stays done whatever arrives later (a result finished
+  after a lapsed lease, e.g. by a paused executor, never counts). More than one valid result
+  means the task ran twice (a partition hid one claim from the other side): counted, never
+  hidden.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from .events import Event
+
+__all__ = ["ClaimState", "Leases", "lease_end", "leases"]
+
+
+@dataclass(frozen=True)
+class ClaimState:
+    id: str
+    author: str
+    start: int
+    end: int  # lease end (wall ms)
+    order: tuple[int, int, str]
+
+
+@dataclass
+class Leases:
+    claims: list[ClaimState] = field(default_factory=list)  # in (HLC, author, id) order
+    results: list[Event] = field(default_factory=list)  # valid results, earliest first
+    invalid_results: int = 0  # finished after the lease lapsed (or released): never counted
+    collisions: int = 0
+    takeovers: int = 0
+
+    @property
+    def counted(self) -> Event | None:
+        return self.results[0] if self.results else None
+
+    @property
+    def executed_twice(self) -> int:
+        return max(0, len(self.results) - 1)
+
+    def holder(self, now_ms: int) -> ClaimState | None:
+        """The earliest claim whose lease is alive at ``now_ms``."""
+        for c in self.claims:
+            if c.start <= now_ms < c.end:
+                return c
+        return None
+
+
+def lease_end(claim: Event, follow_ups: Sequence[Event], max_lease_ms: int) -> int:
+    cap = claim.hlc.wall + max_lease_ms  # renewals cannot hold a task forever (a squatter)
+    end = min(cap, claim.hlc.wall + claim.body.lease_ms)
+    for e in sorted(follow_ups, key=lambda e: (e.order, e.id)):
+        if e.hlc.wall >= end:
+            break  # a lease cannot be revived once it has lapsed
+        if e.body.type == "renew":
+            end = min(cap, max(end, e.hlc.wall + e.body.lease_ms))
+        elif e.body.type == "release":
+            end = min(end, e.hlc.wall)
+            break
+    return end
+
+
+def leases(claims: Iterable[Event], follow_ups: dict[str, list[Event]], max_lease_ms: int) -> Leases:
+    out = Leases()
+    ordered = sorted(claims, key=lambda e: (e.order, e.id))
+    busy_until = None  # end of the latest lease among earlier claims, while no result
+    for c in ordered:
+        ups = follow_ups.get(c.id, ())
+        end = lease_end(c, ups, max_lease_ms)
+        st = ClaimState(c.id, c.author, c.hlc.wall, end, c.order)
+        out.claims.append(st)
+        if busy_until is not None:
+            if c.hlc.wall < busy_until:
+                out.collisions += 1
+            else:
+                out.takeovers += 1
+        busy_until = end if busy_until is None else max(busy_until, end)
+        for e in ups:
+            if e.body.type != "result":
+                continue
+            if c.hlc.wall <= e.hlc.wall < end:
+                out.results.append(e)
+            else:
+                out.invalid_results += 1
+    out.results.sort(key=lambda e: (e.order, e.id))
+    return out

@@ -1,0 +1,171 @@
+"""The thin trio driver: runs a role's sans-I/O behaviour for a real agent.
+
+It polls the behaviour whenever the log grows, a WakeAt comes due or an answer arrives, and
+executes the effects: publishing through the runtime, LLM calls in their own cancel scopes
+(a Cancel really stops the work), sync with every peer, metrics and structured logs. The
+simulator (agent.sim) is the other driver of the very same objects.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import trio
+
+from agent import metrics
+from agent.behaviour.base import Behaviour
+from agent.behaviour.effects import (
+    Ask, Cancel, Count, Effect, LLMReply, Log, Metric, Observe, Publish, PublishFailed, SyncDone,
+    SyncPeers, WakeAt,
+)
+from agent.llm.base import LLM, LLMBadOutput, LLMError, LLMRequest, LLMUnavailable, ModelMissing
+from agent.net.store import StoreError
+from agent.runtime import Runtime
+
+IDLE_POLL_S = 5.0  # poll at least this often even if nothing happens (cheap)
+
+
+def _kind(exc: LLMError) -> str:
+    if isinstance(exc, ModelMissing):
+        return "model_missing"
+    if isinstance(exc, LLMUnavailable):
+        return "unavailable"
+    if isinstance(exc, LLMBadOutput):
+        return "invalid_output"
+    return "other"
+
+
+def declare_llm_series(role: str, backend: str) -> None:
+    """Create this agent's LLM series at zero, so dashboards show 0 rather than no data."""
+    metrics.LLM_REQUEST_DURATION.labels(role=role, backend=backend)
+    metrics.LLM_CANCELLED.labels(role=role)
+    for kind in ("model_missing", "unavailable", "invalid_output", "other"):
+        metrics.LLM_ERRORS.labels(role=role, backend=backend, kind=kind)
+
+
+async def ask(llm: LLM, req: LLMRequest, role: str) -> LLMReply:
+    """One LLM request, timed and counted; errors propagate to the caller."""
+    t0 = time.perf_counter()
+    try:
+        complete = getattr(llm, "complete", None)
+        if complete is not None:
+            ans = await complete(req)
+            return LLMReply(ans.value, ans.prompt_tokens, ans.completion_tokens)
+        return LLMReply(await llm.generate(req))
+    except LLMError as exc:
+        metrics.LLM_ERRORS.labels(role=role, backend=llm.backend, kind=_kind(exc)).inc()
+        raise
+    finally:
+        metrics.LLM_REQUEST_DURATION.labels(role=role, backend=llm.backend).observe(time.perf_counter() - t0)
+
+
+class Driver:
+    def __init__(self, behaviour: Behaviour, rt: Runtime, llm: LLM | None) -> None:
+        self.behaviour = behaviour
+        self.rt = rt
+        self.llm = llm
+        self.role = behaviour.role
+        self.log = rt.log
+        self._kick = trio.Event()
+        self._answers: list[tuple[int, Any]] = []
+        self._scopes: dict[int, trio.CancelScope] = {}
+        self._wake_ms: int | None = None
+        self._nursery: trio.Nursery | None = None
+        rt.on_change(self._on_change)
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            while True:
+                self._wake_ms = None
+                await self._execute(self.behaviour.poll(self.rt.tree(), self.rt.now_ms()))
+                await self._wait()
+                while self._answers:
+                    ticket, answer = self._answers.pop(0)
+                    self._scopes.pop(ticket, None)
+                    await self._execute(self.behaviour.answered(ticket, answer, self.rt.tree(), self.rt.now_ms()))
+
+    def _on_change(self) -> None:
+        self._kick.set()
+
+    async def _wait(self) -> None:
+        if self._answers:
+            return
+        timeout = IDLE_POLL_S
+        if self._wake_ms is not None:
+            timeout = min(timeout, max(0.0, (self._wake_ms - self.rt.now_ms()) / 1000))
+        with trio.move_on_after(timeout):
+            await self._kick.wait()
+        self._kick = trio.Event()
+
+    async def _execute(self, effects: list[Effect]) -> None:
+        for eff in effects:
+            if isinstance(eff, Publish):
+                try:
+                    ev: Any = await self.rt.publish(eff.body)
+                except StoreError as exc:
+                    ev = PublishFailed(str(exc))
+                if eff.ticket is not None:
+                    await self._execute(self.behaviour.answered(eff.ticket, ev, self.rt.tree(), self.rt.now_ms()))
+            elif isinstance(eff, Ask):
+                scope = trio.CancelScope()
+                self._scopes[eff.ticket] = scope
+                assert self._nursery is not None
+                self._nursery.start_soon(self._ask, eff.ticket, eff.request, scope)
+            elif isinstance(eff, Cancel):
+                scope = self._scopes.pop(eff.ticket, None)
+                if scope is not None:
+                    scope.cancel()
+                    metrics.LLM_CANCELLED.labels(role=self.role).inc()
+            elif isinstance(eff, SyncPeers):
+                assert self._nursery is not None
+                self._nursery.start_soon(self._sync, eff.ticket)
+            elif isinstance(eff, WakeAt):
+                self._wake_ms = eff.at_ms if self._wake_ms is None else min(self._wake_ms, eff.at_ms)
+            elif isinstance(eff, (Count, Observe)):
+                self._metric(eff)
+            elif isinstance(eff, Log):
+                getattr(self.log, eff.level)(eff.event, **eff.fields)
+            else:
+                raise TypeError(f"unknown effect {eff!r}")
+
+    def _answer(self, ticket: int, answer: Any) -> None:
+        self._answers.append((ticket, answer))
+        self._kick.set()
+
+    async def _ask(self, ticket: int, req: LLMRequest, scope: trio.CancelScope) -> None:
+        assert self.llm is not None
+        with scope:
+            try:
+                answer: Any = await ask(self.llm, req, self.role)
+            except LLMError as exc:
+                answer = exc
+            self._answer(ticket, answer)
+
+    async def _sync(self, ticket: int) -> None:
+        report = await self.rt.net.sync_all() if self.rt.net is not None else None
+        new = getattr(report, "new", report if isinstance(report, int) else 0)
+        peers = getattr(report, "peers_answered", len(self.rt.net.connected) if self.rt.net is not None else 0)
+        self._answer(ticket, SyncDone(int(new or 0), int(peers)))
+
+    def _metric(self, eff: Count | Observe) -> None:
+        m = eff.metric
+        if m is Metric.CLAIMS_WON:
+            metrics.CLAIMS.labels(outcome="won").inc(eff.value)
+        elif m is Metric.CLAIMS_LOST:
+            metrics.CLAIMS.labels(outcome="lost").inc(eff.value)
+        elif m is Metric.WORK_DROPPED:
+            metrics.WORK_DROPPED.inc(eff.value)
+        elif m is Metric.TASK_SECONDS:
+            metrics.TASK_DURATION.observe(eff.value)
+        elif m is Metric.PROPOSALS_SCORED:
+            metrics.FIRST_PREVOTES.inc()
+            if eff.value >= 2:
+                metrics.FIRST_PREVOTES_COMPETING.inc()
+        elif m is Metric.TASK_RELEASED:
+            metrics.CLAIMS.labels(outcome="released").inc(eff.value)
+        # LLM_CANCELLED is counted where the scope is cancelled; the rest are in the logs
+
+
+__all__ = ["Driver", "ask", "declare_llm_series"]

@@ -1,1 +1,0 @@
-"""The four roles: thin loops that read the tree, decide (agent.core.decide), sign, publish."""

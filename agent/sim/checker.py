@@ -1,0 +1,158 @@
+"""The invariants, checked by code after every simulation step (never by eye):
+
+- convergence: agents holding the same events have the same digest; after healing and
+  quiescence every agent holds the same events and the same digest;
+- finality: at most one decided value per node, everywhere, and once an honest agent has seen
+  a node decided it never sees it undecided or decided otherwise;
+- electorate: every stored vote is from the goal's electorate;
+- stable results: a task's counted result never changes once every honest agent has it; a
+  done task never becomes undone at any agent;
+- exactly-once: without faults no task runs twice (under faults the count is reported);
+- liveness: after the faults end the goal is done within the time limit;
+- no behaviour raises (the simulator lets exceptions through; the sweep reports them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from agent.core.tree import derive
+
+if TYPE_CHECKING:
+    from .world import Simulation
+
+
+@dataclass(frozen=True)
+class Violation:
+    invariant: str
+    detail: str
+    at_ms: int
+
+    def __str__(self) -> str:
+        return f"{self.invariant} at {self.at_ms} ms: {self.detail}"
+
+
+INVARIANTS = ("convergence", "finality", "electorate", "stable_results", "exactly_once", "liveness", "no_raise")
+
+
+@dataclass
+class Checker:
+    sim: "Simulation"
+    convergence_every: int = 25
+    violations: list[Violation] = field(default_factory=list)
+    decided: dict[str, str] = field(default_factory=dict)  # node -> value (first seen anywhere)
+    seen_decided: dict[tuple[int, int, str], str] = field(default_factory=dict)  # (agent, epoch, node)
+    done_at: dict[tuple[int, int, str], str] = field(default_factory=dict)  # -> counted result id
+    settled: dict[str, str] = field(default_factory=dict)  # node -> result every honest agent counts
+    _versions: dict[int, int] = field(default_factory=dict)
+    _steps: int = 0
+
+    def fail(self, invariant: str, detail: str) -> None:
+        from .world import START_MS
+
+        if len(self.violations) < 50:
+            self.violations.append(Violation(invariant, detail, self.sim.now - START_MS))
+
+    # ------------------------------------------------------------------ per step
+    def after_step(self) -> None:
+        self._steps += 1
+        sim = self.sim
+        changed = []
+        for a in sim.agents:
+            v = a.intake.plan.version
+            if self._versions.get(a.idx) != v:
+                self._versions[a.idx] = v
+                changed.append(a)
+        for a in changed:
+            if not a.byzantine:
+                self._check_agent(a)
+        if changed:
+            self._check_settled()
+        if self._steps % self.convergence_every == 0:
+            self._check_convergence()
+
+    def _check_agent(self, a) -> None:
+        plan = a.intake.plan
+        for node, ne in plan.by_node.items():
+            if ne.votes:
+                value = plan.decided(node)
+                key = (a.idx, a.epoch, node)  # a restart may lose a torn last write: a new view
+                before = self.seen_decided.get(key)
+                if before is not None and value != before:
+                    self.fail("finality", f"{a.name} saw node {node[:12]} decided {before[:12]}, now {str(value)[:12]}")
+                if value is not None:
+                    self.seen_decided[key] = value
+                    first = self.decided.setdefault(node, value)
+                    if first != value:
+                        self.fail("finality", f"node {node[:12]} decided {first[:12]} at one agent, {value[:12]} at {a.name}")
+                    ref = plan.node_ref(node)
+                    if ref is not None:
+                        electorate = set(plan.params(ref).electorate)
+                        stray = {v.author for v in ne.votes} - electorate
+                        if stray:
+                            self.fail("electorate", f"{a.name} stored votes on {node[:12]} from non-electors")
+            if ne.claims:
+                counted = plan.leases(node).counted
+                key = (a.idx, a.epoch, node)
+                if counted is None:
+                    if key in self.done_at:
+                        self.fail("stable_results", f"{a.name}: task {node[:12]} was done, is undone")
+                else:
+                    self.done_at[key] = counted.id
+                    settled = self.settled.get(node)
+                    if settled is not None and settled != counted.id:
+                        self.fail("stable_results", f"{a.name}: task {node[:12]} counted {settled[:12]} "
+                                                    f"everywhere, now {counted.id[:12]}")
+
+    def _check_settled(self) -> None:
+        honest = [a for a in self.sim.agents if not a.byzantine]
+        nodes = {node for (_idx, _epoch, node) in self.done_at}
+        for node in nodes:
+            if node in self.settled:
+                continue
+            results = {self.done_at.get((a.idx, a.epoch, node)) for a in honest}
+            if len(results) == 1 and None not in results:
+                self.settled[node] = results.pop()
+
+    def _check_convergence(self) -> None:
+        groups: dict[tuple[int, int], list] = {}
+        for a in self.sim.agents:
+            groups.setdefault((a.ids_hash, len(a.intake.plan)), []).append(a)
+        now = self.sim.now
+        for members in groups.values():
+            if len(members) < 2:
+                continue
+            digests = {a.tree(now).digest for a in members}
+            if len(digests) > 1:
+                self.fail("convergence", f"{', '.join(a.name for a in members)} hold the same events but "
+                                         f"{len(digests)} digests")
+
+    # ------------------------------------------------------------------ at the end
+    def at_end(self) -> None:
+        sim = self.sim
+        self.after_step()
+        now = sim.now
+        ids = {a.name: set(a.intake.plan.events) for a in sim.agents}
+        first = next(iter(ids.values()))
+        for name, s in ids.items():
+            if s != first:
+                self.fail("convergence", f"after quiescence {name} holds {len(s)} events, others {len(first)}")
+                break
+        digests = {derive(a.intake.plan, now).digest for a in sim.agents}
+        if len(digests) > 1:
+            self.fail("convergence", f"after quiescence {len(digests)} different digests")
+        tree = derive(sim.agents[-1].intake.plan, now)
+        if not tree.is_done(sim.goal_id):
+            counts = ", ".join(f"{k}={v}" for k, v in tree.counts().items() if v)
+            self.fail("liveness", f"goal not done after {sim.cfg.limit_ms // 1000} s ({counts})")
+        faultless = sim.cfg.faults == type(sim.cfg.faults)() and not sim.cfg.script
+        twice = sum(n.executed_twice for n in tree.walk())
+        started = sum(1 for claims in sim.stats.executions.values() if len(claims) > 1)
+        if faultless and (twice or started):
+            self.fail("exactly_once", f"without any fault {started} task(s) got LLM work from more than one "
+                                      f"claim, {twice} more than one valid result")
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations

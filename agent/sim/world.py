@@ -1,0 +1,647 @@
+"""A deterministic, fault-injecting simulation of a whole swarm in virtual time.
+
+The agents are the real thing below the I/O line: the same `Intake` (validate, clock bound,
+fold) and the same behaviour objects (`agent.behaviour`) as the trio runtime; this module is
+only their second driver. It models what the real world does to them: gossip delays with long
+tails, loss, duplication, reordering, partitions that heal, anti-entropy sync, crashes and
+restarts from the stored log (with a torn last write), pauses longer than a lease, per-agent
+clock skew, slow, failing and garbage-answering LLMs, and Byzantine members within the
+documented bound. One seed gives one run; `agent.sim.checker` checks the invariants after
+every step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.behaviour import Decomposer, Executor, Scorer
+from agent.behaviour.base import Behaviour
+from agent.behaviour.effects import (
+    Ask, Cancel, Count, Effect, LLMReply, Log, Metric, Observe, Publish, PublishFailed, SyncDone,
+    SyncPeers, WakeAt,
+)
+from agent.core.events import Event, Goal, Hello, PlanParams, decode_event, sign_event
+from agent.core.hlc import Timestamp
+from agent.core.identity import Identity
+from agent.core.intake import Intake, IntakeConfig, Status
+from agent.core.reasons import Rejected
+from agent.core.tree import Tree, derive
+from agent.eventlog import MemoryLog
+from agent.llm.base import LLMRequest, LLMUnavailable
+from agent.llm.scripted import scripted_answer
+
+from .byzantine import EquivocatingScorer, ForgedPublish, SquatterExecutor, StrangerVoter
+from .config import SimConfig
+
+START_MS = 1_767_225_600_000  # 2026-01-01: virtual time's origin
+STRATEGIES = ("by place", "by activity", "by day", "by phase")
+
+
+def sim_identity(seed: int, name: str) -> Identity:
+    """The key a simulated agent gets (tests give real processes the same keys)."""
+    return Identity(hashlib.sha256(f"{seed}:{name}".encode()).digest())
+
+
+@dataclass
+class SimAgent:
+    idx: int
+    name: str
+    role: str
+    identity: Identity
+    log: MemoryLog = field(default_factory=MemoryLog)
+    intake: Intake = field(default_factory=Intake)
+    behaviour: Behaviour | None = None
+    epoch: int = 0
+    crashed: bool = False
+    paused_until: int | None = None
+    buffered: list[tuple[str, Any]] = field(default_factory=list)  # deliveries while paused
+    skew: int = 0
+    byzantine: bool = False
+    asks: dict[int, str] = field(default_factory=dict)  # live LLM tickets -> request kind
+    wake_at: int | None = None
+    dirty: bool = True
+    strategy: str = "by phase"
+    ids_hash: int = 0  # xor of event-id hashes: a cheap fingerprint of the event set
+    cursors: dict[int, int] = field(default_factory=dict)  # peer -> how far its log was pulled
+    _tree: Tree | None = None
+    _tree_version: int = -1
+
+    @property
+    def me(self) -> str:
+        return self.identity.peer_id
+
+    @property
+    def up(self) -> bool:
+        return not self.crashed and self.paused_until is None
+
+    def tree(self, now: int) -> Tree:
+        t = self._tree
+        if t is None or self._tree_version != self.intake.plan.version or not t.now_ms <= now < t.valid_until:
+            t = self._tree = derive(self.intake.plan, now)
+            self._tree_version = self.intake.plan.version
+        return t
+
+
+@dataclass
+class SimStats:
+    steps: int = 0
+    events_published: int = 0
+    deliveries: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    llm_calls: dict[str, int] = field(default_factory=dict)
+    llm_cancelled: int = 0
+    llm_wasted: int = 0  # answers that arrived for work nobody wanted any more
+    metrics: dict[str, float] = field(default_factory=dict)
+    rejected: dict[str, int] = field(default_factory=dict)
+    injected: list[str] = field(default_factory=list)
+    done_ms: int | None = None
+    virtual_ms: int = 0
+    first_round_tables: list[int] = field(default_factory=list)  # proposals on the table at prevote
+    executions: dict[str, set] = field(default_factory=dict)  # task -> claims that spent LLM work on it
+
+
+class Simulation:
+    def __init__(self, cfg: SimConfig) -> None:
+        self.cfg = cfg
+        self.rng = random.Random(cfg.seed)
+        self.now = START_MS
+        self.seq = 0
+        self.heap: list[tuple[int, int, str, int, Any]] = []
+        self.stats = SimStats()
+        self.agents: list[SimAgent] = []
+        self.partition: dict[int, int] | None = None  # agent -> group while partitioned
+        self.decoded: dict[bytes, Event] = {}
+        self.retracted: set[str] = set()  # own events torn before they were published
+        self.origin: dict[str, int] = {}  # event id -> publishing agent
+        self.trace: list[tuple[int, str, str, dict]] = []
+        self.goal_id: str | None = None
+        self.checker: Any = None
+        self._build()
+
+    # ------------------------------------------------------------------ set-up
+    def _ident(self, name: str) -> Identity:
+        return sim_identity(self.cfg.seed, name)
+
+    def _build(self) -> None:
+        cfg, f = self.cfg, self.cfg.faults
+        scorers = cfg.scorers
+        if f.byzantine:
+            scorers = max(scorers, 3 * f.byzantine + 1)
+        roles = (["submitter"] + ["decomposer"] * cfg.decomposers + ["scorer"] * scorers
+                 + ["executor"] * cfg.executors + (["executor"] if f.squatter else [])
+                 + ["stranger"] * f.strangers + ["observer"])
+        counts: dict[str, int] = {}
+        for i, role in enumerate(roles):
+            counts[role] = counts.get(role, 0) + 1
+            name = f"{role}-{counts[role]}"
+            a = SimAgent(i, name, role, self._ident(name),
+                         intake=Intake(IntakeConfig(pending_ttl_ms=120_000)))
+            a.strategy = STRATEGIES[(counts[role] - 1) % len(STRATEGIES)]
+            if f.skew_ms:
+                a.skew = self.rng.randint(-f.skew_ms, f.skew_ms)
+            self.agents.append(a)
+        byz = [a for a in self.agents if a.role == "scorer"][:f.byzantine]
+        for a in byz:
+            a.byzantine = True
+        if f.squatter:
+            [a for a in self.agents if a.role == "executor"][-1].byzantine = True
+        if f.fast_clock_ms:
+            honest = [a for a in self.agents if a.role in ("decomposer", "scorer", "executor") and not a.byzantine]
+            fast = self.rng.choice(honest)
+            fast.skew = f.fast_clock_ms
+            self.stats.injected.append(f"clock: {fast.name} runs {f.fast_clock_ms} ms ahead")
+        for a in self.agents:
+            a.behaviour = self._behaviour(a)
+        for a in self.agents:
+            if a.role == "stranger":
+                a.byzantine = True
+        electorate = sorted(a.me for a in self.agents if a.role == "scorer")
+        n = len(electorate)
+        # fewer than 2q - n liars keep a decision safe (agent.core.consensus): q > (n + f) / 2
+        quorum = cfg.quorum or (n + f.byzantine) // 2 + 1
+        if f.byzantine and not f.byzantine < 2 * quorum - n:
+            raise ValueError(f"{f.byzantine} Byzantine electors exceed the bound for quorum {quorum} of {n}")
+        self.params = PlanParams(electorate=tuple(electorate), quorum=quorum, max_depth=cfg.max_depth,
+                                 max_children=cfg.max_children, max_rounds=cfg.max_rounds,
+                                 max_lease_ms=cfg.max_lease_ms)
+
+    def _behaviour(self, a: SimAgent) -> Behaviour | None:
+        seed = self.rng.randrange(2**31)
+        if self.cfg.behaviour_seed is not None:
+            seed = self.cfg.behaviour_seed
+        t = self.cfg.timing
+        if a.role == "decomposer":
+            return Decomposer(a.me, t, seed, strategy=a.strategy)
+        if a.role == "scorer":
+            cls = EquivocatingScorer if a.byzantine else Scorer
+            return cls(a.me, t, seed)
+        if a.role == "executor":
+            cls = SquatterExecutor if a.byzantine else Executor
+            return cls(a.me, t, seed)
+        if a.role == "stranger":
+            return StrangerVoter(a.me, t, seed)
+        return None
+
+    def local(self, a: SimAgent) -> int:
+        return self.now + a.skew
+
+    # ------------------------------------------------------------------ scheduling
+    def at(self, when: int, kind: str, idx: int, payload: Any = None) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (when, self.seq, kind, idx, payload))
+
+    def _delay(self) -> int:
+        f, r = self.cfg.faults, self.rng.random()
+        if r < f.very_slow and self.now < START_MS + self.cfg.fault_phase_ms:
+            return self.rng.randint(30_000, 60_000)
+        if r < f.very_slow + f.slow:
+            return self.rng.randint(500, 5_000)
+        return self.rng.randint(3, 60)
+
+    def reachable(self, i: int, j: int) -> bool:
+        return self.partition is None or self.partition[i] == self.partition[j]
+
+    # ------------------------------------------------------------------ publishing
+    def publish(self, a: SimAgent, body: Any) -> Event:
+        now = self.local(a)
+        ev = a.intake.sign(a.identity, body, now)
+        self._stored(a, ev)
+        self.stats.events_published += 1
+        self.origin[ev.id] = a.idx
+        self.gossip(a, ev.raw)
+        return ev
+
+    def gossip(self, a: SimAgent, raw: bytes) -> None:
+        f = self.cfg.faults
+        in_faults = self.now < START_MS + self.cfg.fault_phase_ms
+        for b in self.agents:
+            if b is a:
+                continue
+            if in_faults and self.rng.random() < f.loss:
+                self.stats.lost += 1
+                continue
+            self.at(self.now + self._delay(), "deliver", b.idx, (raw, a.idx))
+            if in_faults and self.rng.random() < f.dup:
+                self.stats.duplicated += 1
+                self.at(self.now + self._delay(), "deliver", b.idx, (raw, a.idx))
+
+    def _stored(self, a: SimAgent, ev: Event) -> None:
+        a.log.append(ev.raw)
+        a.ids_hash ^= int(ev.id[:16], 16)
+        a.dirty = True
+
+    def _decode(self, raw: bytes) -> Event | None:
+        ev = self.decoded.get(raw)
+        if ev is None:
+            try:
+                ev = decode_event(raw)
+            except Rejected:
+                return None
+            self.decoded[raw] = ev
+        return ev
+
+    def offer(self, b: SimAgent, raw: bytes, source: str) -> bool:
+        ev = self._decode(raw)
+        if ev is None or ev.id in self.retracted:
+            return False
+        offer = b.intake.offer(ev, source, self.local(b))
+        return self._took(b, offer)
+
+    def _took(self, b: SimAgent, offer: Any) -> bool:
+        if offer.status is Status.REJECTED and offer.reason is not None:
+            key = offer.reason.value
+            self.stats.rejected[key] = self.stats.rejected.get(key, 0) + 1
+        for e in offer.accepted:
+            self._stored(b, e)
+        return offer.status is Status.ACCEPTED
+
+    # ------------------------------------------------------------------ running
+    def start(self) -> None:
+        for a in self.agents:
+            if a.role == "stranger":
+                self._forge(a, ForgedPublish(Hello(role="scorer", name=a.name)))
+            elif a.role not in ("submitter", "observer"):
+                self.publish(a, Hello(role=a.role, name=a.name))
+        self.now += 200
+        goal = self.publish(self.agents[0], Goal(title=self.cfg.goal, params=self.params))
+        self.goal_id = goal.id
+        for a in self.agents:
+            self.at(self.now + self.rng.randint(0, self.cfg.sync_interval_ms), "antientropy", a.idx)
+        self._plan_faults()
+
+    def by_name(self, name: str) -> SimAgent:
+        return next(a for a in self.agents if a.name == name)
+
+    def _plan_faults(self) -> None:
+        for at, action, args in self.cfg.script:
+            self.at(self.now + at, "script", -1, (action, args))
+        f, cfg = self.cfg.faults, self.cfg
+        span = cfg.fault_phase_ms
+        movable = [a for a in self.agents if a.role in ("decomposer", "scorer", "executor", "observer")]
+        for _ in range(f.partitions):
+            t0 = self.now + self.rng.randint(0, span // 2)
+            dur = self.rng.randint(5_000, span // 2)
+            self.at(t0, "partition", -1, None)
+            self.at(min(t0 + dur, START_MS + span), "heal", -1, None)
+        for _ in range(f.crashes):
+            a = self.rng.choice(movable)
+            t0 = self.now + self.rng.randint(0, span)
+            self.at(t0, "crash", a.idx, None)
+            self.at(t0 + self.rng.randint(1_000, 40_000), "restart", a.idx, None)
+        for _ in range(f.pauses):
+            a = self.rng.choice(movable)
+            t0 = self.now + self.rng.randint(0, span)
+            self.at(t0, "pause", a.idx, self.rng.randint(cfg.timing.lease_ms + 1_000, 2 * cfg.timing.lease_ms + 5_000))
+
+    def run(self) -> SimStats:
+        from .checker import Checker
+
+        if self.checker is None:
+            self.checker = Checker(self)
+        self.start()
+        limit = START_MS + self.cfg.limit_ms
+        while self.heap:
+            when = self.heap[0][0]
+            if when > limit:
+                break
+            self.now = max(self.now, when)
+            changed = set()
+            while self.heap and self.heap[0][0] <= self.now:
+                _, _, kind, idx, payload = heapq.heappop(self.heap)
+                self._handle(kind, idx, payload)
+                if idx >= 0:
+                    changed.add(idx)
+            self._poll_dirty()
+            self.stats.steps += 1
+            if self.stats.steps % self.cfg.check_every == 0:
+                self.checker.after_step()
+            if self._finished():
+                break
+        self.stats.virtual_ms = self.now - START_MS
+        self.quiesce()
+        self.checker.at_end()
+        return self.stats
+
+    def _finished(self) -> bool:
+        if self.stats.done_ms is None:
+            obs = self.agents[-1]
+            if obs.up and obs.tree(self.local(obs)).is_done(self.goal_id):
+                self.stats.done_ms = self.now - START_MS
+        if self.now < START_MS + self.cfg.fault_phase_ms or self.stats.done_ms is None:
+            return False
+        honest = [a for a in self.agents if not a.byzantine and a.up]
+        return all(a.tree(self.local(a)).is_done(self.goal_id) for a in honest)
+
+    def quiesce(self) -> None:
+        """Heal everything and let every agent pull every other's log until nothing is new:
+        what the real swarm's anti-entropy reaches given time."""
+        self.partition = None
+        for a in self.agents:
+            if a.crashed:
+                self._restart(a)
+            a.paused_until = None
+            for kind, payload in a.buffered:
+                self._deliver(a, kind, payload)
+            a.buffered.clear()
+        # let time pass: events stamped by a fast clock are held until they are due
+        self.now += max(a.intake.config.max_drift_ms for a in self.agents)
+        for a in self.agents:
+            for offer in a.intake.due(self.local(a)):
+                self._took(a, offer)
+        for _ in range(5):
+            new = 0
+            for a in self.agents:
+                for b in self.agents:
+                    if a is not b:
+                        for raw in b.log.records:
+                            ev = self._decode(raw)
+                            if ev is not None and not a.intake.knows(ev.id):
+                                new += self.offer(a, raw, "sync")
+            if not new:
+                break
+
+    def _scripted(self, action: str, args: Any) -> None:
+        if action == "partition":
+            groups = {a.idx: 2 for a in self.agents}  # anyone unnamed sits alone in group 2
+            for g, names in enumerate(args):
+                for name in names:
+                    groups[self.by_name(name).idx] = g
+            self.partition = groups
+            self.stats.injected.append(f"{self.now - START_MS} ms: partition {args}")
+        elif action == "heal":
+            self._handle("heal", -1, None)
+        elif action in ("crash", "restart"):
+            self._handle(action, self.by_name(args).idx, None)
+        elif action == "pause":
+            name, ms = args
+            self._handle("pause", self.by_name(name).idx, ms)
+        elif action == "join":
+            role, count = args
+            for _ in range(count):
+                n = sum(1 for a in self.agents if a.role == role) + 1
+                name = f"{role}-{n}"
+                a = SimAgent(len(self.agents), name, role, self._ident(name),
+                             intake=Intake(IntakeConfig(pending_ttl_ms=120_000)))
+                a.behaviour = self._behaviour(a)
+                self.agents.insert(len(self.agents) - 1, a)  # the observer stays last
+                for i, b in enumerate(self.agents):
+                    b.idx = i
+                if self.partition is not None:
+                    self.partition = {b.idx: self.partition.get(b.idx, 0) for b in self.agents}
+                self.stats.injected.append(f"{self.now - START_MS} ms: {name} joins")
+                self.publish(a, Hello(role=role, name=name))
+                self._request_sync(a, [b for b in self.agents if b is not a and b.up], None)
+                self.at(self.now + self.cfg.sync_interval_ms, "antientropy", a.idx)
+        else:
+            raise ValueError(f"unknown scripted action {action!r}")
+
+    def _handle(self, kind: str, idx: int, payload: Any) -> None:
+        if kind == "script":
+            self._scripted(*payload)
+            return
+        if kind == "partition":
+            groups = {a.idx: self.rng.randint(0, 1) for a in self.agents}
+            self.partition = groups
+            self.stats.injected.append(f"{self.now - START_MS} ms: partition "
+                                       + " | ".join(",".join(a.name for a in self.agents if groups[a.idx] == g) for g in (0, 1)))
+            return
+        if kind == "heal":
+            if self.partition is not None:
+                self.partition = None
+                self.stats.injected.append(f"{self.now - START_MS} ms: heal")
+            return
+        a = self.agents[idx]
+        if kind == "crash":
+            if not a.crashed:
+                self._crash(a)
+            return
+        if kind == "restart":
+            if a.crashed:
+                self._restart(a)
+            return
+        if kind == "pause":
+            if a.up:
+                a.paused_until = self.now + payload
+                self.stats.injected.append(f"{self.now - START_MS} ms: pause {a.name} for {payload} ms")
+                self.at(a.paused_until, "resume", a.idx, None)
+            return
+        if kind == "resume":
+            if a.paused_until is not None and not a.crashed:
+                a.paused_until = None
+                buffered, a.buffered = a.buffered, []
+                for k, p in buffered:
+                    self._deliver(a, k, p)
+                a.dirty = True
+            return
+        if kind == "antientropy":
+            self.at(self.now + self.cfg.sync_interval_ms, "antientropy", a.idx)
+        if a.crashed:
+            return
+        if a.paused_until is not None:
+            if kind != "antientropy":  # a paused process does not pull
+                a.buffered.append((kind, payload))
+            return
+        self._deliver(a, kind, payload)
+
+    def _deliver(self, a: SimAgent, kind: str, payload: Any) -> None:
+        if a.crashed:
+            return
+        if kind == "deliver":
+            raw, src = payload
+            if not self.reachable(src, a.idx):
+                self.stats.lost += 1
+                return
+            self.stats.deliveries += 1
+            self.offer(a, raw, self.agents[src].me)
+        elif kind == "antientropy":
+            self._antientropy(a)
+        elif kind == "sync_done":
+            epoch, ticket, raws, peers = payload
+            if epoch != a.epoch:
+                return
+            new = sum(self.offer(a, raw, "sync") for raw in raws)
+            if ticket is not None and a.behaviour is not None:
+                self._answer(a, ticket, SyncDone(new, peers))
+        elif kind == "llm":
+            epoch, ticket, req = payload
+            if epoch != a.epoch or ticket not in a.asks:
+                if epoch == a.epoch:
+                    self.stats.llm_wasted += 1
+                return
+            del a.asks[ticket]
+            self._answer(a, ticket, self._llm_answer(req))
+        elif kind == "wake":
+            epoch = payload
+            if epoch == a.epoch:
+                a.wake_at = None
+                a.dirty = True
+        a.dirty = True
+        for offer in a.intake.due(self.local(a)):
+            self._took(a, offer)
+
+    def _antientropy(self, a: SimAgent) -> None:
+        peers = [b for b in self.agents if b is not a and b.up and self.reachable(a.idx, b.idx)]
+        if not peers:
+            return
+        b = self.rng.choice(peers)
+        self._request_sync(a, [b], None)
+
+    def _request_sync(self, a: SimAgent, peers: list[SimAgent], ticket: int | None) -> None:
+        raws = []
+        seen = set()
+        for b in peers:
+            # a per-peer cursor, as the real sync keeps (reset when that log got shorter)
+            start = a.cursors.get(b.idx, 0)
+            if start > len(b.log.records):
+                start = 0
+            a.cursors[b.idx] = len(b.log.records)
+            for raw in b.log.records[start:]:
+                ev = self._decode(raw)
+                if ev is not None and ev.id not in seen and not a.intake.knows(ev.id):
+                    seen.add(ev.id)
+                    raws.append(raw)
+        self.at(self.now + self.rng.randint(5, 120), "sync_done", a.idx, (a.epoch, ticket, raws, len(peers)))
+
+    # ------------------------------------------------------------------ crashes
+    def _crash(self, a: SimAgent) -> None:
+        a.crashed = True
+        a.epoch += 1
+        a.asks.clear()
+        torn = ""
+        if a.log.records and self.rng.random() < self.cfg.faults.torn:
+            last = self._decode(a.log.records[-1])
+            # our runtime stores an event of ours before publishing it: a torn own event was
+            # never published, unless a peer has it already (then the crash came later)
+            if last is not None and (self.origin.get(last.id) != a.idx or not self._seen_elsewhere(a, last.id)):
+                a.log.tear_last()
+                torn = " (torn last write)"
+                if self.origin.get(last.id) == a.idx:
+                    self.retracted.add(last.id)
+        self.stats.injected.append(f"{self.now - START_MS} ms: crash {a.name}{torn}")
+
+    def _seen_elsewhere(self, a: SimAgent, event_id: str) -> bool:
+        return any(b is not a and b.intake.knows(event_id) for b in self.agents)
+
+    def _restart(self, a: SimAgent) -> None:
+        a.crashed = False
+        a.paused_until = None
+        a.buffered.clear()
+        a.intake = Intake(a.intake.config)
+        a.cursors = {}
+        events = [e for raw in a.log.records if (e := self._decode(raw)) is not None]
+        a.intake.restore(events, self.local(a))
+        a.ids_hash = 0
+        for e in a.intake.plan.events.values():
+            a.ids_hash ^= int(e.id[:16], 16)
+        a.behaviour = self._behaviour(a)
+        a.wake_at = None
+        a.dirty = True
+        a._tree = None
+        self.stats.injected.append(f"{self.now - START_MS} ms: restart {a.name} from {len(a.log)} stored events")
+
+    # ------------------------------------------------------------------ behaviours
+    def _poll_dirty(self) -> None:
+        for _ in range(50):  # effects answered at once can dirty agents again
+            dirty = [a for a in self.agents if a.dirty and a.up and a.behaviour is not None]
+            if not dirty:
+                return
+            for a in dirty:
+                a.dirty = False
+                now = self.local(a)
+                effects = a.behaviour.poll(a.tree(now), now)
+                self._run(a, effects)
+            for a in self.agents:
+                if a.role in ("submitter", "observer"):
+                    a.dirty = False
+
+    def _answer(self, a: SimAgent, ticket: int, answer: Any) -> None:
+        assert a.behaviour is not None
+        now = self.local(a)
+        self._run(a, a.behaviour.answered(ticket, answer, a.tree(now), now))
+
+    def _run(self, a: SimAgent, effects: list[Effect]) -> None:
+        for eff in effects:
+            if isinstance(eff, ForgedPublish):
+                self._forge(a, eff)
+            elif isinstance(eff, Publish):
+                try:
+                    ev = self.publish(a, eff.body)
+                    answer: Any = ev
+                except Rejected as exc:
+                    # a behaviour published what its own fold refuses: a bug, surfaced
+                    raise AssertionError(f"{a.name} published an invalid {eff.body.type}: {exc}") from exc
+                if eff.ticket is not None:
+                    self._answer(a, eff.ticket, answer)
+            elif isinstance(eff, Ask):
+                task = getattr(a.behaviour, "task", None)
+                if task is not None and getattr(task, "claim", None) is not None:
+                    self.stats.executions.setdefault(task.node, set()).add(task.claim)
+                kind = eff.request.kind
+                a.asks[eff.ticket] = kind
+                self.stats.llm_calls[kind] = self.stats.llm_calls.get(kind, 0) + 1
+                self.at(self.now + self._llm_ms(kind), "llm", a.idx, (a.epoch, eff.ticket, eff.request))
+            elif isinstance(eff, Cancel):
+                if a.asks.pop(eff.ticket, None) is not None:
+                    self.stats.llm_cancelled += 1
+            elif isinstance(eff, SyncPeers):
+                peers = [b for b in self.agents if b is not a and b.up and self.reachable(a.idx, b.idx)]
+                self._request_sync(a, peers, eff.ticket)
+            elif isinstance(eff, WakeAt):
+                at = eff.at_ms - a.skew  # the agent's clock -> virtual time
+                if a.wake_at is None or at < a.wake_at or a.wake_at <= self.now:
+                    a.wake_at = max(at, self.now + 1)
+                    self.at(a.wake_at, "wake", a.idx, a.epoch)
+            elif isinstance(eff, (Count, Observe)):
+                key = eff.metric.value
+                self.stats.metrics[key] = self.stats.metrics.get(key, 0.0) + eff.value
+                if isinstance(eff, Observe) and eff.metric is Metric.PROPOSALS_SCORED:
+                    self.stats.first_round_tables.append(int(eff.value))
+            elif isinstance(eff, Log):
+                if self.cfg.trace:
+                    self.trace.append((self.now - START_MS, a.name, eff.event, dict(eff.fields)))
+            else:
+                raise TypeError(f"unknown effect {eff!r}")
+
+    def _forge(self, a: SimAgent, eff: "ForgedPublish") -> None:
+        """A Byzantine member's event: signed with a back-dated stamp if it likes, sent without
+        passing its own checks."""
+        now = self.local(a)
+        hlc = a.intake.clock.send(now)
+        if eff.backdate_ms:
+            hlc = Timestamp(max(0, hlc.wall - eff.backdate_ms), 0)
+        ev = sign_event(a.identity, hlc, eff.body)
+        self.origin[ev.id] = a.idx
+        self.stats.events_published += 1
+        if a.intake.offer(ev, "self", now).ok:
+            self._stored(a, ev)
+        self.gossip(a, ev.raw)
+
+    def _llm_ms(self, kind: str) -> int:
+        lo, hi = self.cfg.llm_ms.get(kind, (1_000, 10_000))
+        return int(math.exp(self.rng.uniform(math.log(lo), math.log(hi))))
+
+    def _llm_answer(self, req: LLMRequest) -> Any:
+        f = self.cfg.faults
+        in_faults = self.now < START_MS + self.cfg.fault_phase_ms
+        r = self.rng.random()
+        if in_faults and r < f.llm_errors:
+            return LLMUnavailable("simulated: the LLM server did not answer")
+        if in_faults and r < f.llm_errors + f.llm_garbage:
+            return LLMReply({"garbage": "%%%"}, 10, 3)
+        value = scripted_answer(req)
+        return LLMReply(value, len(req.prompt) // 4, 50)
+
+
+def simulate(cfg: SimConfig) -> Simulation:
+    sim = Simulation(cfg)
+    sim.run()
+    return sim
+
+
+__all__ = ["START_MS", "SimAgent", "SimStats", "Simulation", "simulate", "PublishFailed"]

@@ -1,0 +1,215 @@
+"""The decomposer's and the executor's policies, without trio: propose once, refine after a
+round closed, retry with fresh seeds then set aside; claim, settle, sync, lose cheaply,
+renew, publish only while holding the lease, release on failure."""
+
+from agent.behaviour import Decomposer, Executor, Timing
+from agent.behaviour.effects import (
+    Ask, Cancel, Count, LLMReply, Metric, Publish, PublishFailed, SyncDone, SyncPeers, WakeAt,
+)
+from agent.core.consensus import NIL
+from agent.core.events import Claim, Proposal, Release, Renew, Result
+from agent.core.plan import child_id, fold
+from agent.core.tree import derive
+from agent.llm.base import LLMBadOutput, LLMUnavailable
+from agent.llm.scripted import scripted_answer
+from builders import T0, claim, ev, goal, ident, precommit, prevote, proposal, result, score
+
+U = ident("user")
+ME = ident("me")
+D2 = ident("d2")
+S = [ident(f"s{i}") for i in range(3)]
+E2 = ident("e2")
+TM = Timing(startup_sync_ms=1000, settle_ms=500, lease_ms=6000, lease_margin_ms=1000, set_aside_ms=5000,
+            attempts=3)
+
+
+def started(beh, evs, now):
+    """Past the startup sync barrier."""
+    t = derive(fold(evs), now)
+    out = beh.poll(t, now)
+    sync = next(e for e in out if isinstance(e, SyncPeers))
+    return beh.answered(sync.ticket, SyncDone(0, 2), t, now)
+
+
+def answer(beh, evs, ask, reply, now):
+    return beh.answered(ask.ticket, reply, derive(fold(evs), now), now)
+
+
+def asks(effects):
+    return [e for e in effects if isinstance(e, Ask)]
+
+
+def pubs(effects, kind=None):
+    return [e.body for e in effects if isinstance(e, Publish) and (kind is None or isinstance(e.body, kind))]
+
+
+# ----------------------------------------------------------------- decomposer
+def test_decomposer_proposes_once_per_open_node_and_refines_after_a_failed_round():
+    g = goal(U, scorers=3)
+    d = Decomposer(ME.peer_id, TM, seed=1, strategy="by phase")
+    out = started(d, [g], T0 + 10)
+    (a,) = asks(out)
+    out = answer(d, [g], a, LLMReply(scripted_answer(a.request)), T0 + 20)
+    (p,) = pubs(out, Proposal)
+    mine = ev(ME, p, 30)
+    evs = [g, mine, score(S[1], g.id, mine.id, wall=40, acceptable=False, feedback="too vague: name the steps")]
+    assert not asks(d.poll(derive(fold(evs), T0 + 50), T0 + 50))  # proposed already
+    evs += [precommit(s, g.id, NIL, 1, 60 + i) for i, s in enumerate(S)]  # round 1 closed
+    (a,) = asks(d.poll(derive(fold(evs), T0 + 100), T0 + 100))
+    assert "too vague: name the steps" in a.request.prompt  # the scorers' feedback
+    out = answer(d, evs, a, LLMReply(scripted_answer(a.request)), T0 + 110)
+    (ref,) = pubs(out, Proposal)
+    assert ref.refines == mine.id
+    evs.append(ev(ME, ref, 120))
+    assert not asks(d.poll(derive(fold(evs), T0 + 130), T0 + 130))  # answered that round
+
+
+def test_decomposer_retries_fresh_seeds_then_sets_aside_and_backs_off_when_down():
+    g = goal(U)
+    d = Decomposer(ME.peer_id, TM, seed=2)
+    (a,) = asks(started(d, [g], T0))
+    seeds = [a.request.seed]
+    for i in range(2):
+        out = answer(d, [g], a, LLMBadOutput("all subgoals alike"), T0 + 10 * (i + 1))
+        (a,) = asks(out)
+        seeds.append(a.request.seed)
+    out = answer(d, [g], a, LLMBadOutput("all subgoals alike"), T0 + 40)
+    assert not asks(out) and Count(Metric.SET_ASIDE) in out and len(set(seeds)) == 3
+    assert not asks(d.poll(derive(fold([g]), T0 + 1000), T0 + 1000))
+    assert asks(d.poll(derive(fold([g]), T0 + 5100), T0 + 5100))  # set aside for 5 s
+    d2 = Decomposer(ME.peer_id, TM, seed=3)
+    (a,) = asks(started(d2, [g], T0))
+    out = answer(d2, [g], a, LLMUnavailable("connection refused"), T0 + 10)
+    assert not asks(out) and not asks(d2.poll(derive(fold([g]), T0 + 20), T0 + 20))
+
+
+def test_decomposer_abandons_a_node_decided_while_it_thinks():
+    g = goal(U)
+    other = proposal(D2, g.id, ["Prepare", "Run"], wall=5)
+    d = Decomposer(ME.peer_id, TM, seed=4)
+    (a,) = asks(started(d, [g, other], T0 + 10))
+    evs = [g, other] + [precommit(s, g.id, other.id, 1, 20 + i) for i, s in enumerate(S[:2])]
+    out = d.poll(derive(fold(evs), T0 + 40), T0 + 40)
+    assert any(isinstance(e, Cancel) and e.ticket == a.ticket for e in out)
+    assert not pubs(answer(d, evs, a, LLMReply(scripted_answer(a.request)), T0 + 50))
+
+
+# ----------------------------------------------------------------- executor
+def leaf_goal():
+    return goal(U, max_depth=0)
+
+
+def test_executor_claims_settles_syncs_then_works_renews_and_publishes():
+    g = leaf_goal()
+    x = Executor(ME.peer_id, TM, seed=1)
+    out = started(x, [g], T0 + 10)
+    (c,) = [e for e in out if isinstance(e, Publish)]
+    assert isinstance(c.body, Claim) and c.body.lease_ms == 6000
+    mine = ev(ME, c.body, 20)
+    out = x.answered(c.ticket, mine, derive(fold([g, mine]), T0 + 20), T0 + 20)
+    assert WakeAt(T0 + 520) in out
+    evs = [g, mine]
+    assert not asks(x.poll(derive(fold(evs), T0 + 300), T0 + 300))  # settling
+    (sync,) = [e for e in x.poll(derive(fold(evs), T0 + 600), T0 + 600) if isinstance(e, SyncPeers)]
+    out = x.answered(sync.ticket, SyncDone(0, 3), derive(fold(evs), T0 + 650), T0 + 650)
+    (a,) = asks(out)
+    assert Count(Metric.CLAIMS_WON) in out
+    out = x.poll(derive(fold(evs), T0 + 3100), T0 + 3100)
+    assert [type(b) for b in pubs(out)] == [Renew]  # half the lease left
+    evs.append(ev(ME, pubs(out)[0], 3100))
+    out = answer(x, evs, a, LLMReply(scripted_answer(a.request), 100, 40), T0 + 4000)
+    (r,) = pubs(out, Result)
+    assert r.claim == mine.id and r.completion_tokens == 40
+
+
+def test_executor_that_lost_the_race_spends_no_llm_call_and_releases():
+    g = leaf_goal()
+    x = Executor(ME.peer_id, TM, seed=1)
+    (c,) = [e for e in started(x, [g], T0 + 10) if isinstance(e, Publish)]
+    mine = ev(ME, c.body, 20)
+    rival = claim(E2, g.id, 15, lease_ms=6000)  # earlier: it wins everywhere
+    evs = [g, mine, rival]
+    x.answered(c.ticket, mine, derive(fold(evs), T0 + 20), T0 + 20)
+    (sync,) = [e for e in x.poll(derive(fold(evs), T0 + 600), T0 + 600) if isinstance(e, SyncPeers)]
+    out = x.answered(sync.ticket, SyncDone(1, 3), derive(fold(evs), T0 + 650), T0 + 650)
+    assert not asks(out) and Count(Metric.CLAIMS_LOST) in out
+    (rel,) = pubs(out, Release)
+    assert rel.claim == mine.id
+
+
+def test_executor_drops_the_work_when_its_lease_lapsed_while_it_was_paused():
+    g = leaf_goal()
+    x = Executor(ME.peer_id, TM, seed=1)
+    (c,) = [e for e in started(x, [g], T0 + 10) if isinstance(e, Publish)]
+    mine = ev(ME, c.body, 20)
+    evs = [g, mine]
+    x.answered(c.ticket, mine, derive(fold(evs), T0 + 20), T0 + 20)
+    (sync,) = [e for e in x.poll(derive(fold(evs), T0 + 600), T0 + 600) if isinstance(e, SyncPeers)]
+    (a,) = asks(x.answered(sync.ticket, SyncDone(0, 3), derive(fold(evs), T0 + 650), T0 + 650))
+    # SIGSTOP for 14 s: no renewal went out; the answer arrives after the lease lapsed
+    out = answer(x, evs, a, LLMReply(scripted_answer(a.request)), T0 + 14_000)
+    assert not pubs(out, Result) and pubs(out, Release)
+    # ...and a result too close to the end of the lease is not published either
+    x2 = Executor(ME.peer_id, TM, seed=2)
+    (c,) = [e for e in started(x2, [g], T0 + 10) if isinstance(e, Publish)]
+    mine = ev(ME, c.body, 20)
+    evs = [g, mine]
+    x2.answered(c.ticket, mine, derive(fold(evs), T0 + 20), T0 + 20)
+    (sync,) = [e for e in x2.poll(derive(fold(evs), T0 + 600), T0 + 600) if isinstance(e, SyncPeers)]
+    (a,) = asks(x2.answered(sync.ticket, SyncDone(0, 3), derive(fold(evs), T0 + 650), T0 + 650))
+    out = answer(x2, evs, a, LLMReply(scripted_answer(a.request)), T0 + 5500)  # lease ends at 6020
+    assert not pubs(out, Result) and Count(Metric.WORK_DROPPED) in out
+
+
+def test_executor_cancels_when_another_result_counts_and_releases_when_the_llm_is_down():
+    g = leaf_goal()
+    x = Executor(ME.peer_id, TM, seed=1)
+    (c,) = [e for e in started(x, [g], T0 + 10) if isinstance(e, Publish)]
+    mine = ev(ME, c.body, 20)
+    evs = [g, mine]
+    x.answered(c.ticket, mine, derive(fold(evs), T0 + 20), T0 + 20)
+    (sync,) = [e for e in x.poll(derive(fold(evs), T0 + 600), T0 + 600) if isinstance(e, SyncPeers)]
+    (a,) = asks(x.answered(sync.ticket, SyncDone(0, 3), derive(fold(evs), T0 + 650), T0 + 650))
+    other = claim(E2, g.id, 10, lease_ms=6000)  # a partition hid this earlier claim
+    evs += [other, result(E2, g.id, other.id, 1000)]
+    out = x.poll(derive(fold(evs), T0 + 1100), T0 + 1100)
+    assert any(isinstance(e, Cancel) and e.ticket == a.ticket for e in out)
+    x2 = Executor(ME.peer_id, TM, seed=2)
+    (c,) = [e for e in started(x2, [g], T0 + 10) if isinstance(e, Publish)]
+    mine = ev(ME, c.body, 20)
+    evs = [g, mine]
+    x2.answered(c.ticket, mine, derive(fold(evs), T0 + 20), T0 + 20)
+    (sync,) = [e for e in x2.poll(derive(fold(evs), T0 + 600), T0 + 600) if isinstance(e, SyncPeers)]
+    (a,) = asks(x2.answered(sync.ticket, SyncDone(0, 3), derive(fold(evs), T0 + 650), T0 + 650))
+    out = answer(x2, evs, a, LLMUnavailable("down"), T0 + 700)
+    assert pubs(out, Release) and Count(Metric.TASK_RELEASED) in out
+    assert not [e for e in x2.poll(derive(fold(evs), T0 + 800), T0 + 800) if isinstance(e, Publish)]
+
+
+def test_executor_retries_unusable_results_and_takes_the_last_schema_valid_answer():
+    g = leaf_goal()
+    x = Executor(ME.peer_id, TM, seed=1)
+    (c,) = [e for e in started(x, [g], T0 + 10) if isinstance(e, Publish)]
+    mine = ev(ME, c.body, 20)
+    evs = [g, mine]
+    x.answered(c.ticket, mine, derive(fold(evs), T0 + 20), T0 + 20)
+    (sync,) = [e for e in x.poll(derive(fold(evs), T0 + 600), T0 + 600) if isinstance(e, SyncPeers)]
+    (a,) = asks(x.answered(sync.ticket, SyncDone(0, 3), derive(fold(evs), T0 + 650), T0 + 650))
+    digits = LLMReply({"result": "1234567890 1234567890"})
+    seeds = set()
+    for i in range(2):
+        seeds.add(a.request.seed)
+        (a,) = asks(answer(x, evs, a, digits, T0 + 700 + i))
+    seeds.add(a.request.seed)
+    out = answer(x, evs, a, digits, T0 + 800)
+    (r,) = pubs(out, Result)  # the last attempt takes any schema-valid answer: no stall
+    assert len(seeds) == 3
+
+
+def test_executor_backs_off_when_a_claim_cannot_be_stored():
+    g = leaf_goal()
+    x = Executor(ME.peer_id, TM, seed=1)
+    (c,) = [e for e in started(x, [g], T0 + 10) if isinstance(e, Publish)]
+    out = x.answered(c.ticket, PublishFailed("disk full"), derive(fold([g]), T0 + 20), T0 + 20)
+    assert not pubs(out)
+    assert not pubs(x.poll(derive(fold([g]), T0 + 30), T0 + 30))

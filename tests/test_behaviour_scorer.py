@@ -1,0 +1,220 @@
+"""The scorer's policies, without trio: competition windows, judging once, the two-phase voting
+rules (locks, polkas, NIL after a timeout, round changes, catching up) and what it does when
+the LLM fails or the node is decided."""
+
+from agent.behaviour import Scorer, Timing
+from agent.behaviour.effects import Ask, Cancel, LLMReply, Observe, Publish, SyncDone, SyncPeers, WakeAt
+from agent.core.consensus import LEAF, NIL
+from agent.core.events import Score, Vote
+from agent.core.plan import child_id, fold
+from agent.core.tree import derive
+from agent.llm.base import LLMBadOutput, LLMUnavailable
+from agent.llm.scripted import scripted_answer
+from builders import T0, goal, hello, ident, precommit, prevote, proposal
+
+U = ident("user")
+D = [ident(f"d{i}") for i in range(3)]
+S = [ident(f"s{i}") for i in range(3)]
+ME = S[0]
+TM = Timing(proposal_window_min_ms=1000, proposal_window_ratio=2.0, proposal_window_max_ms=60_000,
+            prevote_timeout_ms=500, precommit_timeout_ms=500, open_timeout_ms=20_000, startup_sync_ms=1000)
+
+
+class Run:
+    """Feeds a Scorer the tree of an event list and answers its LLM asks with the scripted LLM."""
+
+    def __init__(self, evs, decomposers=1, answer=None):
+        self.evs = list(evs)
+        self.sc = Scorer(ME.peer_id, TM, seed=1, decomposers=decomposers)
+        self.answer = answer or (lambda req: LLMReply(scripted_answer(req)))
+        self.asks = []
+        self.published = []
+
+    def tree(self, now):
+        return derive(fold(self.evs), now)
+
+    def step(self, now, answer_llm=True):
+        effects = self.sc.poll(self.tree(now), now)
+        return self._run(effects, now, answer_llm)
+
+    def _run(self, effects, now, answer_llm):
+        out = []
+        for e in effects:
+            out.append(e)
+            if isinstance(e, SyncPeers):
+                out += self._run(self.sc.answered(e.ticket, SyncDone(0, 1), self.tree(now), now), now, answer_llm)
+            elif isinstance(e, Ask):
+                self.asks.append(e)
+                if answer_llm:
+                    out += self._run(self.sc.answered(e.ticket, self.answer(e.request), self.tree(now), now),
+                                     now, answer_llm)
+            elif isinstance(e, Publish):
+                self.published.append(e.body)
+                from builders import ev
+                self.evs.append(ev(ME, e.body, now - T0 + 1))
+        return out
+
+    def votes(self):
+        return [b for b in self.published if isinstance(b, Vote)]
+
+
+def setup(props=1, decomposers=3):
+    g = goal(U, scorers=3)
+    hellos = [hello(d, "decomposer") for d in D[:decomposers]]
+    ps = [proposal(D[i], g.id, [f"Place {i}a", f"Place {i}b", f"Place {i}c"], wall=1000 + i) for i in range(props)]
+    return g, hellos, ps
+
+
+def test_round_one_waits_for_every_known_decomposer_or_a_scaled_window():
+    g, hellos, ps = setup(props=1)
+    r = Run([g] + hellos)
+    r.step(T0 + 10)  # node seen at +10 (after the startup sync)
+    r.evs.append(ps[0])
+    out = r.step(T0 + 5010)  # the first split took ~5 s: wait about 2 x 5 s more
+    assert not r.votes()
+    assert any(isinstance(e, Publish) and isinstance(e.body, Score) for e in out)  # judged meanwhile
+    waits = [e.at_ms for e in out if isinstance(e, WakeAt)]
+    assert waits and min(waits) == T0 + 5010 + 10_000
+    r.step(T0 + 14_000)
+    assert not r.votes()
+    r.step(T0 + 15_010)
+    (v,) = r.votes()
+    assert v.phase == "prevote" and v.round == 1 and v.value == ps[0].id
+
+
+def test_round_one_starts_at_once_when_every_known_decomposer_proposed():
+    g, hellos, ps = setup(props=3)
+    r = Run([g] + hellos)
+    r.step(T0 + 10)
+    r.evs += ps
+    out = r.step(T0 + 1100)
+    (v,) = r.votes()
+    assert v.round == 1 and v.value in {p.id for p in ps}
+    assert [e.value for e in out if isinstance(e, Observe)] == [3]  # judged side by side
+    assert len(r.asks) == 3  # each split judged once
+
+
+def test_precommit_only_on_a_polka_then_locked():
+    g, hellos, ps = setup(props=3)
+    r = Run([g] + hellos + ps)
+    r.step(T0 + 2000)
+    (pv,) = r.votes()
+    other = next(p.id for p in ps if p.id != pv.value)
+    r.evs.append(prevote(S[1], g.id, other, 1, 2100))
+    r.step(T0 + 2200)
+    assert len(r.votes()) == 1  # 2 of 3 prevotes, no polka: wait the prevote timeout
+    r.step(T0 + 2800)
+    assert r.votes()[-1].phase == "precommit" and r.votes()[-1].value == NIL
+    # round 2 once a quorum precommitted (and a timeout passed); s1 and s2 now agree on `other`
+    r.evs += [precommit(S[1], g.id, NIL, 1, 2300)]
+    r.step(T0 + 3000)
+    r.evs += [prevote(S[1], g.id, other, 2, 3100), prevote(S[2], g.id, other, 2, 3100)]
+    r.step(T0 + 3400)
+    r.step(T0 + 3410)  # (a driver polls again once our own vote is in the log)
+    v = r.votes()
+    # a polka for `other` in round 2 justifies prevoting it, and then precommitting it
+    assert (v[-2].round, v[-2].phase, v[-2].value) == (2, "prevote", other)
+    assert (v[-1].round, v[-1].phase, v[-1].value) == (2, "precommit", other)
+
+
+def test_a_locked_elector_prevotes_its_lock_unless_a_later_polka_says_otherwise():
+    g, hellos, ps = setup(props=2)
+    a, b = ps[0].id, ps[1].id
+    evs = [g] + hellos[:2] + ps + [
+        prevote(ME, g.id, a, 1, 1500), prevote(S[1], g.id, a, 1, 1500), precommit(ME, g.id, a, 1, 1600),
+        precommit(S[1], g.id, NIL, 1, 1600), precommit(S[2], g.id, NIL, 1, 1600)]
+    r = Run(evs)
+    r.step(T0 + 1700)
+    r.step(T0 + 2300)
+    v = r.votes()
+    assert (v[-1].round, v[-1].phase, v[-1].value) == (2, "prevote", a)  # locked on a since round 1
+    r2 = Run(evs + [prevote(S[1], g.id, b, 2, 2000), prevote(S[2], g.id, b, 2, 2000),
+                    prevote(ME, g.id, a, 2, 2000), precommit(ME, g.id, NIL, 2, 2600),
+                    precommit(S[1], g.id, b, 2, 2600), precommit(S[2], g.id, NIL, 2, 2600)])
+    r2.step(T0 + 2700)
+    r2.step(T0 + 3300)
+    v = r2.votes()
+    assert (v[-1].round, v[-1].value) == (3, b)  # a polka for b in round 2 >= lock round 1
+
+
+def test_an_elector_that_fell_behind_jumps_to_the_round_others_vote_in():
+    g, hellos, ps = setup(props=1)
+    r = Run([g] + hellos[:1] + ps + [prevote(S[1], g.id, ps[0].id, 4, 1500),
+                                       prevote(S[2], g.id, ps[0].id, 4, 1500)])
+    r.step(T0 + 1600)
+    v = r.votes()
+    assert v[0].round == 4 and v[0].value == ps[0].id
+
+
+def test_after_the_last_regular_round_everyone_converges_on_the_same_fallback():
+    g, hellos, ps = setup(props=2)
+    a, b = ps[0].id, ps[1].id
+    evs = [g] + hellos[:2] + ps
+    for rnd, (x, y, z) in ((1, (a, b, NIL)), (2, (a, b, b))):
+        evs += [prevote(ME, g.id, x, rnd, rnd * 1000), prevote(S[1], g.id, y, rnd, rnd * 1000),
+                prevote(S[2], g.id, z, rnd, rnd * 1000)]
+        evs += [precommit(s, g.id, NIL, rnd, rnd * 1000 + 100) for s in S]
+    r = Run(evs)
+    r.step(T0 + 2200)
+    r.step(T0 + 2800)
+    (v,) = r.votes()
+    assert (v.round, v.value) == (3, b)  # most prevoted in round max_rounds = 2
+    g2 = goal(U, scorers=3, wall=1)
+    r = Run([g2] + [prevote(S[1], g2.id, NIL, 3, 500), prevote(S[2], g2.id, NIL, 3, 500)])
+    r.step(T0 + 600)
+    assert r.votes()[0].value == LEAF  # nothing to converge on: execute the node as it is
+
+
+def test_bad_llm_output_scores_on_the_checks_alone_and_unavailable_backs_off():
+    g, hellos, ps = setup(props=1, decomposers=1)
+    r = Run([g] + hellos[:1] + ps, answer=lambda req: LLMBadOutput("garbage"))
+    r.step(T0 + 2000)
+    (sc,) = [b for b in r.published if isinstance(b, Score)]
+    assert sc.feedback or sc.specificity > 0
+    assert r.votes()[0].value == ps[0].id
+    r = Run([g] + hellos[:1] + ps, answer=lambda req: LLMUnavailable("down"))
+    out = r.step(T0 + 2000)
+    assert not r.published and any(isinstance(e, WakeAt) for e in out)
+    n_asks = len(r.asks)
+    r.step(T0 + 2100)
+    assert len(r.asks) == n_asks  # backing off, not hammering the server
+
+
+def test_scoring_stops_when_the_node_is_decided():
+    g, hellos, ps = setup(props=2)
+    r = Run([g] + hellos + ps)
+    r.step(T0 + 2000, answer_llm=False)
+    assert len(r.asks) == 1
+    r.evs += [precommit(S[1], g.id, ps[0].id, 1, 2100), precommit(S[2], g.id, ps[0].id, 1, 2100)]
+    out = r.step(T0 + 2200, answer_llm=False)
+    assert any(isinstance(e, Cancel) for e in out) and len(r.asks) == 1
+
+
+def test_non_electors_never_vote_and_children_get_voted_on():
+    g, hellos, ps = setup(props=1, decomposers=1)
+    outsider = Scorer(ident("new-scorer").peer_id, TM, seed=2)
+    evs = [g] + hellos[:1] + ps
+    t = derive(fold(evs), T0 + 5000)
+    out = outsider.poll(t, T0 + 5000)
+    out += outsider.answered(out[0].ticket, SyncDone(0, 1), t, T0 + 5000)
+    assert not any(isinstance(e, Ask) for e in out) and not any(isinstance(e, Publish) for e in out)
+    # a child marked atomic by its proposer is judged as it is first (no splits needed)
+    child = child_id(ps[0].id, 0)
+    p2 = proposal(D[0], g.id, ["Tokyo", "Kyoto"], wall=900, atomic=(0,))
+    evs = [g] + hellos[:1] + [p2] + [prevote(s, g.id, p2.id, 1, 1000 + i) for i, s in enumerate(S[:2])] + \
+          [precommit(s, g.id, p2.id, 1, 1100 + i) for i, s in enumerate(S[:2])]
+    r = Run(evs)
+    r.step(T0 + 1200)
+    assert any(v.node == child_id(p2.id, 0) and v.value == LEAF for v in r.votes())
+    assert child  # (the first proposal's child exists too)
+
+
+def test_startup_sync_barrier():
+    g, hellos, ps = setup(props=3)
+    sc = Scorer(ME.peer_id, TM, seed=3)
+    t = derive(fold([g] + hellos + ps), T0 + 5000)
+    out = sc.poll(t, T0 + 5000)
+    assert isinstance(out[0], SyncPeers) and not any(isinstance(e, (Ask, Publish)) for e in out)
+    assert not any(isinstance(e, (Ask, Publish)) for e in sc.poll(t, T0 + 5500))
+    out = sc.poll(t, T0 + 6100)  # nobody answered: go on, and say so
+    assert any(isinstance(e, Ask) for e in out)

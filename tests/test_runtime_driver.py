@@ -1,0 +1,257 @@
+"""The runtime and the trio driver, in one process without libp2p (the network and the event
+log are injected): bad input is refused and counted, nothing accepted is lost across a restart
+or a full disk, our own events are never published before they are stored, the driver really
+cancels LLM work, a role that raises is restarted, and a whole swarm over an in-memory bus
+plans a goal with the real behaviours."""
+
+import errno
+from pathlib import Path
+
+import orjson
+import trio
+
+from agent import metrics
+from agent.app import supervise
+from agent.behaviour import Decomposer, Executor, Scorer
+from agent.behaviour.backoff import Backoff
+from agent.core.events import Goal, Hello, sign_event
+from agent.core.hlc import Timestamp
+from agent.driver import Driver
+from agent.eventlog import MemoryLog
+from agent.llm.base import LLM, LLMUnavailable
+from agent.llm.scripted import ScriptedLLM
+from agent.net.store import EventStore, StoreError
+from agent.runtime import Runtime, load_identity
+from agent.settings import load_settings
+from builders import goal, ident, params, proposal
+
+SETTINGS = dict(mdns=False, listen_host="127.0.0.1", settle_window=0.05, lease_seconds=2,
+                proposal_window=0.1, vote_timeout=0.1, startup_sync=0.2)
+
+
+class Bus:
+    """Gossip and sync between in-process runtimes (a stand-in for libp2p)."""
+
+    def __init__(self) -> None:
+        self.rts: list[Runtime] = []
+        self.published: list[bytes] = []
+
+    def net(self) -> "BusNet":
+        return BusNet(self)
+
+
+class BusNet:
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+        self.rt: Runtime | None = None
+        self.nursery: trio.Nursery | None = None
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as n:
+            self.nursery = n
+            task_status.started()
+            await trio.sleep_forever()
+
+    async def publish(self, raw: bytes) -> None:
+        self.bus.published.append(raw)
+        for other in self.bus.rts:
+            if other is not self.rt:
+                await other.ingest(raw, self.rt.me)
+
+    async def sync_all(self) -> int:
+        new = 0
+        for other in self.bus.rts:
+            if other is not self.rt:
+                for raw in other.store.read_from(0, len(other.store)):
+                    new += await self.rt.ingest(raw, "sync:" + other.me)
+        return new
+
+    async def sync_from(self, peer: str) -> int:
+        return await self.sync_all()
+
+    @property
+    def connected(self) -> list[str]:
+        return [o.me for o in self.bus.rts if o is not self.rt]
+
+
+def make_rt(tmp_path: Path, role="executor", bus: Bus | None = None, disk=False, **kw) -> Runtime:
+    s = load_settings(data_dir=tmp_path, **{**SETTINGS, **kw})
+    identity = load_identity(tmp_path)
+    log = EventStore(tmp_path / "events.jsonl") if disk else MemoryLog()
+    net = bus.net() if bus is not None else None
+    rt = Runtime(s, role, identity=identity, log=log, net=net)
+    if bus is not None:
+        net.rt = rt
+        bus.rts.append(rt)
+    return rt
+
+
+def rejected(reason):
+    return metrics.EVENTS_REJECTED.labels(reason=reason)._value.get()
+
+
+async def test_bad_input_is_refused_counted_and_never_stored(tmp_path):
+    rt = make_rt(tmp_path)
+    g = goal(ident("u"))
+    before = {r: rejected(r) for r in ("malformed", "bad_signature", "oversize", "clock_drift", "not_elector")}
+    assert await rt.ingest(g.raw, "peer")
+    assert not await rt.ingest(g.raw, "peer")  # duplicate: dropped quietly
+    assert not await rt.ingest(b"{garbage", "peer")
+    tampered = orjson.loads(g.raw)
+    tampered["body"]["title"] = "something else"
+    assert not await rt.ingest(orjson.dumps(tampered), "peer")
+    assert not await rt.ingest(b"x" * 70_000, "peer")
+    future = sign_event(ident("u"), Timestamp(rt.now_ms() + 3_600_000, 0), Goal(title="From the future", params=params()))
+    assert not await rt.ingest(future.raw, "peer")
+    p = proposal(ident("d"), g.id, ["Tokyo", "Kyoto"])
+    assert await rt.ingest(p.raw, "peer")
+    from builders import prevote
+    assert not await rt.ingest(prevote(ident("sybil"), g.id, p.id).raw, "peer")
+    orphan = proposal(ident("d"), "ab" * 32, ["Tokyo", "Kyoto"])
+    assert not await rt.ingest(orphan.raw, "peer") and rt.plan.is_pending(orphan.id)
+    for r, n in (("malformed", 1), ("bad_signature", 1), ("oversize", 1), ("clock_drift", 1), ("not_elector", 1)):
+        assert rejected(r) == before[r] + n, r
+    stored = rt.store.read_from(0, 100)
+    assert [orjson.loads(r)["body"]["type"] for r in stored] == ["goal", "proposal"]
+
+
+async def test_restart_reloads_everything_and_keeps_identity(tmp_path):
+    rt = make_rt(tmp_path, disk=True)
+    g = goal(ident("u"))
+    await rt.ingest(g.raw, "peer")
+    own = await rt.publish(Hello(role="executor"))
+    rt.store.close()
+    rt2 = make_rt(tmp_path, disk=True)
+    assert rt2.me == rt.me and g.id in rt2.plan and own.id in rt2.plan
+    assert rt2.tree().digest == rt.tree().digest
+
+
+async def test_full_disk_loses_nothing_and_never_publishes_what_is_not_stored(tmp_path, monkeypatch):
+    bus = Bus()
+    rt = make_rt(tmp_path, bus=bus)
+    real_append = rt.store.append
+
+    def full(raw):
+        raise StoreError(f"events.jsonl: {errno.errorcode[errno.ENOSPC]}")
+
+    monkeypatch.setattr(rt.store, "append", full)
+    g = goal(ident("u"))
+    assert await rt.ingest(g.raw, "peer")  # accepted and folded, kept for a retry
+    own = await rt.publish(Hello(role="executor"))
+    assert own.id in rt.plan and rt.outbox == 1 and bus.published == []  # not stored: not sent
+    monkeypatch.setattr(rt.store, "append", real_append)
+    await rt._flush_outbox()
+    assert rt.outbox == 0 and bus.published == [own.raw]
+    assert [orjson.loads(r)["body"]["type"] for r in rt.store.read_from(0, 10)] == ["goal", "hello"]
+
+
+class DownThenUp(LLM):
+    backend, model = "test", "flaky"
+
+    def __init__(self, down: int):
+        self.down, self.calls = down, 0
+        self.scripted = ScriptedLLM()
+
+    async def generate(self, req):
+        self.calls += 1
+        if self.calls <= self.down:
+            raise LLMUnavailable("Ollama at http://127.0.0.1:1 is unreachable: connection refused")
+        return await self.scripted.generate(req)
+
+
+async def test_executor_releases_while_the_llm_is_down_then_completes(tmp_path):
+    rt = make_rt(tmp_path)
+    g = goal(ident("u"), max_depth=0)
+    await rt.ingest(g.raw, "peer")
+    llm = DownThenUp(down=1)
+    beh = Executor(rt.me, load_settings(**SETTINGS).timing().__class__(
+        settle_ms=50, lease_ms=2000, startup_sync_ms=0, backoff_first_ms=100, lease_margin_ms=200), seed=1)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as n:
+            n.start_soon(Driver(beh, rt, llm).run)
+            while not rt.tree().is_done(g.id):
+                await trio.sleep(0.05)
+            n.cancel_scope.cancel()
+    mine = [e.type for e in rt.plan.events.values() if e.author == rt.me]
+    assert mine.count("release") == 1 and mine.count("result") == 1 and llm.calls == 2
+
+
+class Slow(LLM):
+    backend, model = "test", "slow"
+
+    def __init__(self):
+        self.started = self.finished = 0
+
+    async def generate(self, req):
+        self.started += 1
+        await trio.sleep(30)
+        self.finished += 1
+        return {}
+
+
+async def test_driver_really_cancels_llm_work_for_a_decided_node(tmp_path):
+    from builders import precommit
+
+    rt = make_rt(tmp_path, role="scorer")
+    scorers = [ident(f"s{i}") for i in range(2)]
+    g = goal(ident("u"), electorate=[rt.me] + [s.peer_id for s in scorers])
+    p = proposal(ident("d"), g.id, ["Tokyo", "Kyoto"])
+    for e in (g, p):
+        await rt.ingest(e.raw, "peer")
+    llm = Slow()
+    before = metrics.LLM_CANCELLED.labels(role="scorer")._value.get()
+    with trio.fail_after(10):
+        async with trio.open_nursery() as n:
+            n.start_soon(Driver(Scorer(rt.me, rt.settings.timing(), 1), rt, llm).run)
+            while llm.started == 0:
+                await trio.sleep(0.05)
+            for s in scorers[:2]:
+                await rt.ingest(precommit(s, g.id, p.id).raw, "peer")
+            while metrics.LLM_CANCELLED.labels(role="scorer")._value.get() == before:
+                await trio.sleep(0.05)
+            n.cancel_scope.cancel()
+    assert llm.finished == 0
+
+
+async def test_a_failing_role_is_restarted_not_fatal(tmp_path):
+    rt = make_rt(tmp_path)
+    runs = []
+
+    async def flaky():
+        runs.append(1)
+        if len(runs) < 3:
+            raise RuntimeError("a bug in a role")
+
+    before = metrics.ROLE_RESTARTS._value.get()
+    with trio.fail_after(5):
+        await supervise(flaky, rt, Backoff(10, 50))
+    assert len(runs) == 3 and metrics.ROLE_RESTARTS._value.get() == before + 2
+
+
+async def test_a_whole_swarm_over_an_in_memory_bus_plans_a_goal(tmp_path):
+    bus = Bus()
+    roles = ["decomposer"] * 2 + ["scorer"] * 3 + ["executor"] * 2
+    rts = [make_rt(tmp_path / f"{r}{i}", role=r, bus=bus) for i, r in enumerate(roles)]
+    user = make_rt(tmp_path / "user", role="submitter", bus=bus)
+    llm = ScriptedLLM()
+    electorate = [rt.me for rt in rts if rt.role == "scorer"]
+    from agent.app import plan_params
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as n:
+            for rt in rts + [user]:
+                await n.start(rt.run)
+            for i, rt in enumerate(rts):
+                await rt.publish(Hello(role=rt.role))
+                cls = {"decomposer": Decomposer, "scorer": Scorer, "executor": Executor}[rt.role]
+                n.start_soon(Driver(cls(rt.me, rt.settings.timing(), i), rt, llm).run)
+            settings = load_settings(**SETTINGS, max_depth=2, max_children=3)
+            g = await user.publish(Goal(title="Organise a team offsite", params=plan_params(settings, electorate)))
+            while not all(rt.tree().is_done(g.id) for rt in rts + [user]):
+                await trio.sleep(0.1)
+            n.cancel_scope.cancel()
+    digests = {rt.tree().digest for rt in rts + [user]}
+    tree = user.tree()
+    assert len(digests) == 1
+    assert tree.node(g.id).result is not None and max(n.depth for n in tree.walk()) == 2
+    assert sum(n.executed_twice for n in tree.walk()) == 0

@@ -1,0 +1,72 @@
+"""The simulator runs the real behaviour: one scenario, run once in virtual time and once as
+separate OS processes over libp2p (scripted LLM, the same keys and seeds), makes the same
+decisions in the same order, with the same results (a structural comparison of the events)."""
+
+import pytest
+import trio
+
+from agent.app import plan_params
+from agent.core.events import Goal
+from agent.core.tree import derive
+from agent.settings import load_settings
+from agent.sim import SimConfig, Simulation
+from agent.sim.world import sim_identity
+from swarm_harness import LocalSwarm, wait_ready
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+SEED = 21
+SHAPE = dict(decomposers=1, scorers=3, executors=1, max_depth=2, max_children=3)
+
+
+def structure(plan):
+    """What was decided and produced, by titles (ids and timestamps differ between runs)."""
+    tree = derive(plan, plan.latest_wall())
+    nodes = {}
+    for n in tree.walk():
+        path = tuple(x.title for x in tree.path(n))
+        chosen = None
+        if n.decided == "leaf":
+            chosen = "leaf"
+        elif n.decided is not None:
+            chosen = tuple(s["title"] for s in n.proposal(n.decided).subgoals)
+        nodes[path] = (chosen, n.decided_round, (n.result or {}).get("output"))
+    decided_at = {}
+    for n in tree.walk():
+        if n.decided is not None:
+            pcs = sorted(v.hlc for v in plan.by_node[n.id].votes
+                         if v.body.phase == "precommit" and v.body.value == n.decided)
+            decided_at[tuple(x.title for x in tree.path(n))] = pcs[n.params.quorum - 1]
+    order = [p for p, _ in sorted(decided_at.items(), key=lambda kv: kv[1])]
+    return nodes, order
+
+
+async def test_simulator_and_real_processes_decide_the_same(tmp_path):
+    fast = {"decompose": (50, 60), "score": (50, 60), "execute": (50, 60)}  # as the scripted LLM
+    sim = Simulation(SimConfig(seed=SEED, behaviour_seed=7, llm_ms=fast, **SHAPE))
+    sim.run()
+    assert sim.checker.ok
+    sim_nodes, sim_order = structure(sim.agents[-1].intake.plan)
+
+    sw = LocalSwarm(tmp_path, observers=0, extra_env={"SWARM_SEED": "7"}, **SHAPE)
+    for c in sw.children:  # the simulator's keys: the same electorate, the same scorers' jitter
+        ident = sim_identity(SEED, c.name)
+        (c.data_dir / "key.ed25519").write_bytes(ident.seed)
+        c.peer_id = ident.peer_id
+    with sw:
+        rt = sw.driver()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(rt.run)
+            await wait_ready(rt, sw.children, 90)
+            settings = load_settings(max_depth=SHAPE["max_depth"], max_children=SHAPE["max_children"],
+                                     max_rounds=2, max_lease_seconds=120)
+            electorate = [c.peer_id for c in sw.children if c.role == "scorer"]
+            assert sorted(electorate) == list(sim.params.electorate)
+            g = await rt.publish(Goal(title=SimConfig().goal, params=plan_params(settings, electorate)))
+            with trio.fail_after(200):
+                while not rt.tree().is_done(g.id):
+                    await trio.sleep(0.3)
+            nursery.cancel_scope.cancel()
+    real_nodes, real_order = structure(rt.plan)
+    assert real_nodes == sim_nodes
+    assert real_order == sim_order
+    assert max(len(p) for p in sim_nodes) == 3  # a depth-2 plan
