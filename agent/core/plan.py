@@ -15,7 +15,8 @@ Intake rules (each refusal has a named reason, see `reasons.py`):
 - a claim names a node that is a task (a leaf, or a split node whose children are all done)
   and a lease within the goal's cap; a claim on a node that is not (yet) a task waits, and is
   dropped if it never becomes one;
-- only a claim's author renews, releases or reports it.
+- only a claim's author renews, releases or reports it, and nobody renews or releases a claim
+  after its own result (events that can never matter are not stored).
 """
 
 from __future__ import annotations
@@ -133,20 +134,23 @@ class Plan:
         stack = [ev]
         while stack:
             e = stack.pop()
+            if e is not ev:
+                # an unparked event is checked when it is filed, against everything filed
+                # before it (so the outcome never depends on the order things were unparked)
+                try:
+                    missing = self._missing(e)
+                    if missing is not None:
+                        self._park(e, missing)
+                        continue
+                    self._check(e)
+                except Rejected as exc:
+                    out.dropped.append((e, exc))
+                    continue
             self._index(e)
             out.accepted.append(e)
             for key in self._keys_provided(e):
                 for waiting in list(self._pending.pop(key, {}).values()):
                     del self._pending_ids[waiting.id]
-                    try:
-                        missing = self._missing(waiting)
-                        if missing is not None:
-                            self._park(waiting, missing)
-                            continue
-                        self._check(waiting)
-                    except Rejected as exc:
-                        out.dropped.append((waiting, exc))
-                        continue
                     stack.append(waiting)
 
     # ------------------------------------------------------------------ dependencies
@@ -258,6 +262,11 @@ class Plan:
             self._before(ev, b.claim, "claim")
             if isinstance(b, Renew):
                 self._check_claim_static(ev)
+            if isinstance(b, (Renew, Release)):
+                done = [r for r in self.by_claim.get(b.claim, ()) if r.body.type == "result"]
+                if any((r.hlc.wall, r.hlc.logical) < (ev.hlc.wall, ev.hlc.logical) for r in done):
+                    # can never matter; an honest executor stops renewing before it reports
+                    raise Rejected(Reason.AFTER_RESULT, "the claim already has its result")
 
     def _index(self, ev: Event) -> None:
         self.events[ev.id] = ev
@@ -283,7 +292,17 @@ class Plan:
             ne.claims.append(ev)
             self._leases.pop(b.node, None)
         elif isinstance(b, (Renew, Release, Result)):
-            self.by_claim[b.claim].append(ev)
+            ups = self.by_claim[b.claim]
+            if isinstance(b, Result):
+                # renewals or releases stamped after the claim's own result can never matter:
+                # refused if they come later, dropped if they came first (either way the fold
+                # holds the same events, whatever the arrival order)
+                stale = [e for e in ups if e.body.type != "result"
+                         and (e.hlc.wall, e.hlc.logical) > (ev.hlc.wall, ev.hlc.logical)]
+                for e in stale:
+                    ups.remove(e)
+                    del self.events[e.id]
+            ups.append(ev)
             self._leases.pop(b.node, None)
 
     # ------------------------------------------------------------------ derived, cached
