@@ -38,6 +38,7 @@ class DemoConfig:
     out_dir: Path | None = None
     scripted_latency: float = 0.2
     metrics: bool = False  # give every agent a /metrics port on 127.0.0.1
+    web: bool = True  # the observers serve the web page on 127.0.0.1 (agent.web)
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -49,6 +50,7 @@ class Child:
     peer_id: str
     data_dir: Path
     metrics_port: int = 0
+    web_port: int = 0
     proc: subprocess.Popen | None = None
 
     @property
@@ -70,7 +72,8 @@ def plan_children(cfg: DemoConfig, root: Path) -> list[Child]:
             name = f"{role}-{i + 1}"
             d = root / name
             out.append(Child(name, role, free_port(), load_identity(d).peer_id, d,
-                             free_port() if cfg.metrics else 0))
+                             free_port() if cfg.metrics else 0,
+                             free_port() if cfg.web and role == "observer" else 0))
     return out
 
 
@@ -83,6 +86,7 @@ def child_env(cfg: DemoConfig, c: Child, everyone: list[Child], idx: int) -> dic
         "SWARM_PEERS": "" if cfg.mdns else ",".join(o.addr for o in everyone if o is not c),
         "SWARM_LLM": cfg.llm, "SWARM_LOG_FORMAT": "json", "SWARM_METRICS_PORT": str(c.metrics_port),
         "SWARM_METRICS_HOST": "127.0.0.1",
+        "SWARM_WEB_PORT": str(c.web_port), "SWARM_WEB_HOST": "127.0.0.1",
         "SWARM_SCORERS": str(cfg.scorers), "SWARM_SCRIPTED_LATENCY": str(cfg.scripted_latency),
         "SWARM_STRATEGY": DEFAULT_STRATEGIES[idx % len(DEFAULT_STRATEGIES)],
     })
@@ -199,6 +203,10 @@ def run_demo(cfg: DemoConfig) -> int:
     console.print(f"starting {len(children)} agents ({cfg.decomposers} decomposers, {cfg.scorers} scorers, "
                   f"{cfg.executors} executors, {cfg.observers} observers; llm={cfg.llm}); logs in {root / 'logs'}")
     start(cfg, children, root / "logs")
+    for c in children:
+        if c.web_port:
+            console.print(f"web view ({c.name}): [bold]http://127.0.0.1:{c.web_port}/[/bold]  "
+                          "(the live tree, splits, votes, claims; submit goals and vote from the page)")
     code, reason = 1, "interrupted"
     try:
         code, reason = trio.run(_drive, cfg, children, root, console)
