@@ -52,7 +52,8 @@ from .hub import Hub
 from .person import MAX_FEEDBACK, Judgment, PersonScorer
 
 STATIC = Path(__file__).parent / "static"
-MAX_BODY = 64 * 1024  # a goal is at most 200 + 2000 characters: anything this big is refused unread
+MAX_BODY = 64 * 1024  # a goal is at most 200 + 2000 characters: anything this big is refused
+DRAIN_MAX = 16 * 2**20  # an oversize body is read (and dropped) up to this, then the connection closes
 COOKIE = "swarm_web_token"
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
@@ -236,19 +237,21 @@ class Guard:
 
 
 async def read_json(request: Request) -> Any:
-    """The request's JSON body, refusing anything larger than MAX_BODY without reading it all."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
-        raise FormError(None, f"The request is {int(declared):,} bytes: far more than any goal "
-                              f"({TITLE_MAX} characters, and {DESCRIPTION_MAX:,} of description). Nothing was published.",
-                        413)
+    """The request's JSON body; anything over MAX_BODY is refused with a message. An oversize body
+    is read and thrown away (up to DRAIN_MAX) so that the client, still uploading, gets the
+    message rather than a reset connection."""
     body = bytearray()
+    size = 0
     async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_BODY:
-            raise FormError(None, f"The request is over {MAX_BODY // 1024} KiB: far more than any goal "
-                                  f"({TITLE_MAX} characters, and {DESCRIPTION_MAX:,} of description). "
-                                  "Nothing was published.", 413)
+        size += len(chunk)
+        if size <= MAX_BODY:
+            body += chunk
+        elif size > DRAIN_MAX:
+            break
+    if size > MAX_BODY:
+        shown = f"{size:,} bytes" if size <= DRAIN_MAX else f"over {DRAIN_MAX // 2**20} MiB"
+        raise FormError(None, f"The request is {shown}: far more than any goal ({TITLE_MAX} characters, "
+                              f"and {DESCRIPTION_MAX:,} of description). Nothing was published.", 413)
     try:
         return orjson.loads(bytes(body))
     except orjson.JSONDecodeError:
@@ -349,7 +352,8 @@ class Web:
 
     # ------------------------------------------------------------------ actions
     def _error(self, exc: FormError) -> Response:
-        return JSONResponse({"ok": False, "error": exc.message, "field": exc.field}, exc.status)
+        headers = {"connection": "close"} if exc.status == 413 else None
+        return JSONResponse({"ok": False, "error": exc.message, "field": exc.field}, exc.status, headers=headers)
 
     async def submit(self, request: Request) -> Response:
         try:
