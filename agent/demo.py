@@ -39,6 +39,7 @@ class DemoConfig:
     scripted_latency: float = 0.2
     metrics: bool = False  # give every agent a /metrics port on 127.0.0.1
     web: bool = True  # the observers serve the web page on 127.0.0.1 (agent.web)
+    keep: bool = False  # after the plan is done, keep the swarm (and its web page) up until Ctrl-C
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -210,8 +211,15 @@ def run_demo(cfg: DemoConfig) -> int:
     code, reason = 1, "interrupted"
     try:
         code, reason = trio.run(_drive, cfg, children, root, console)
+        if cfg.keep and code == 0:
+            urls = [f"http://127.0.0.1:{c.web_port}/" for c in children if c.web_port]
+            console.print(f"the swarm keeps running{' (web view ' + urls[0] + ')' if urls else ''}: "
+                          "submit more goals; Ctrl-C stops every agent")
+            while all(c.proc is None or c.proc.poll() is None for c in children):
+                time.sleep(0.5)
     except KeyboardInterrupt:
-        code, reason = 130, "interrupted"
+        if not (cfg.keep and code == 0):
+            code, reason = 130, "interrupted"
     finally:
         stop(children)
     if code:

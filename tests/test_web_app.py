@@ -238,3 +238,21 @@ async def test_token_is_required_when_set(tmp_path):
         async with client(url, headers={"authorization": "Bearer correct-horse-battery-staple"}) as c:
             assert (await c.get("/api/tree.json")).status_code == 200
         nursery.cancel_scope.cancel()
+
+
+async def test_a_page_that_falls_behind_gets_a_snapshot_instead():
+    from agent.web.hub import QUEUE_LIMIT, Subscriber
+
+    sub = Subscriber()
+    for seq in range(1, 4):
+        sub.push((seq, b"p"))
+    sub.skip_to(2)  # a snapshot at seq 2 contains patches 1 and 2
+    assert await sub.next() == (3, b"p")
+    for seq in range(4, 5 + QUEUE_LIMIT):
+        sub.push((seq, b"p"))
+    assert await sub.next() is None  # too far behind: a snapshot is due, the backlog is dropped
+    sub.push((99, b"q"))
+    assert await sub.next() == (99, b"q")
+    sub.close()
+    with pytest.raises(trio.EndOfChannel):
+        await sub.next()

@@ -36,12 +36,12 @@ def _ms() -> int:
 
 class Subscriber:
     def __init__(self) -> None:
-        self.queue: deque[bytes] = deque()
+        self.queue: deque[tuple[int, bytes]] = deque()  # (seq, patch)
         self.resync = False
         self.closed = False
         self._ready = trio.Event()
 
-    def push(self, item: bytes) -> None:
+    def push(self, item: tuple[int, bytes]) -> None:
         if len(self.queue) >= QUEUE_LIMIT:
             self.queue.clear()
             self.resync = True  # too far behind: send a snapshot instead
@@ -53,8 +53,13 @@ class Subscriber:
         self.closed = True
         self._ready.set()
 
-    async def next(self) -> bytes | None:
-        """The next patch, or None when a snapshot is due (or the hub closed this stream)."""
+    def skip_to(self, seq: int) -> None:
+        """Drop queued patches that a snapshot at ``seq`` already contains."""
+        while self.queue and self.queue[0][0] <= seq:
+            self.queue.popleft()
+
+    async def next(self) -> tuple[int, bytes] | None:
+        """The next (seq, patch), or None when a snapshot is due; EndOfChannel once closed."""
         while not self.queue and not self.resync and not self.closed:
             await self._ready.wait()
             self._ready = trio.Event()
@@ -142,7 +147,7 @@ class Hub:
             "timing": self._timing(changed_at, tree),
         })
         for sub in list(self.subscribers):
-            sub.push(patch)
+            sub.push((self.seq, patch))
         return True
 
     def _timing(self, changed_at: int | None, tree: Tree) -> dict[str, Any]:

@@ -307,18 +307,23 @@ class Web:
         hub = self.hub
         sub = hub.subscribe()
 
+        def snapshot(retry: int | None = None) -> ServerSentEvent:
+            seq = hub.seq
+            sub.skip_to(seq)  # patches queued meanwhile are in the snapshot already
+            return ServerSentEvent(data=hub.snapshot().decode(), event="snapshot", id=str(seq), retry=retry)
+
         async def stream():
             try:
-                yield ServerSentEvent(data=hub.snapshot().decode(), event="snapshot", id=str(hub.seq), retry=1000)
+                yield snapshot(retry=1000)
                 while True:
                     try:
                         item = await sub.next()
                     except trio.EndOfChannel:
                         return
                     if item is None:
-                        yield ServerSentEvent(data=hub.snapshot().decode(), event="snapshot", id=str(hub.seq))
+                        yield snapshot()
                     else:
-                        yield ServerSentEvent(data=item.decode(), event="patch")
+                        yield ServerSentEvent(data=item[1].decode(), event="patch", id=str(item[0]))
             finally:
                 hub.unsubscribe(sub)
 

@@ -18,6 +18,8 @@ const S = {
   formsReady: false,
 };
 
+window.swarmState = S;  // for the browser test (read only)
+
 // What the browser test and the benchmark read: load and update figures.
 const stats = window.swarmStats = {
   snapshots: 0, patches: 0, reconnects: 0, firstSnapshotAt: null, firstTreeAt: null,
@@ -95,6 +97,7 @@ function onSnapshot(msg) {
 
 function onPatch(msg) {
   const received = Date.now();
+  if (msg.instance === S.instance && msg.seq <= S.seq) return;  // already in the snapshot
   if (msg.instance !== S.instance || msg.seq !== S.seq + 1) {
     connect();  // missed something (or a restarted observer): start over from a snapshot
     return;
@@ -248,7 +251,7 @@ function renderPeers() {
     if (!ms.length) return null;
     const live = ms.filter((m) => m.connected).length;
     return h("div", {class: "peer-group"},
-      h("h3", {text: `${r ? r + "s" : "other peers"} (${live} connected of ${ms.length})`}),
+      h("h3", {text: `${r ? r[0].toUpperCase() + r.slice(1) + "s" : "Other peers"} (${live} connected of ${ms.length})`}),
       h("ul", {}, ms.map((m) => h("li", {class: m.connected ? "peer on" : "peer off", title: m.peer},
         h("span", {class: "dot", "aria-hidden": "true"}),
         `${m.name || shortId(m.peer)} `, h("span", {class: "muted", text: m.connected ? "connected" : "not connected"})))));
