@@ -256,3 +256,15 @@ async def test_a_page_that_falls_behind_gets_a_snapshot_instead():
     sub.close()
     with pytest.raises(trio.EndOfChannel):
         await sub.next()
+
+
+def test_the_demo_gives_its_observer_a_web_port(tmp_path):
+    from agent.demo import DemoConfig, child_env, plan_children
+
+    cfg = DemoConfig(decomposers=1, scorers=1, executors=1, observers=1)
+    children = plan_children(cfg, tmp_path)
+    obs = next(c for c in children if c.role == "observer")
+    assert obs.web_port and all(c.web_port == 0 for c in children if c is not obs)
+    env = child_env(cfg, obs, children, 0)
+    assert env["SWARM_WEB_PORT"] == str(obs.web_port) and env["SWARM_WEB_HOST"] == "127.0.0.1"
+    assert not any(c.web_port for c in plan_children(DemoConfig(web=False), tmp_path / "off"))

@@ -299,7 +299,9 @@ def test_the_page_watches_submits_votes_downloads_and_reconnects(tmp_path):
             # ---- figures: from an event to the page
             ups = js(d, "return window.swarmStats.updates")
             intake = [u["rendered"] - u["changed_at"] for u in ups if u.get("changed_at")]
-            stamp = [u["rendered"] - u["latest_wall"] for u in ups if u.get("latest_wall")]
+            # from the newest event's own stamp (its author's clock): includes gossip and, after
+            # the observer's restart, the catch-up by sync; only updates the log's growth caused
+            stamp = [u["rendered"] - u["latest_wall"] for u in ups if u.get("latest_wall") and u.get("changed_at")]
             wire = [u["received"] - u["sent_at"] for u in ups if u.get("sent_at")]
             figures.update({
                 "updates": len(ups),

@@ -101,14 +101,21 @@ class Hub:
         self._dirty.set()
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        self.refresh()
+        self._refresh_logged()
         task_status.started()
         while True:
             with trio.move_on_after(self.meta_every):
                 await self._dirty.wait()
             self._dirty = trio.Event()
-            self.refresh()
+            self._refresh_logged()
             await trio.sleep(self.throttle)
+
+    def _refresh_logged(self) -> None:
+        """A bug in building the view must not take the observer down: log it, try next time."""
+        try:
+            self.refresh()
+        except Exception as exc:
+            self.rt.log.exception("web: building the page's view failed", error=repr(exc)[:300])
 
     def _meta(self, tree: Tree) -> dict[str, Any]:
         plan = self.rt.plan

@@ -134,7 +134,7 @@ function render() {
   const m = S.meta;
   if (!m) return;
   if (!S.formsReady) setupForm(m.form);
-  $("#me").textContent = `this page: ${shortId(m.me)}`;
+  $("#me").textContent = `this page: ${shortId(m.me)}` + (m.token_required ? " · token-protected" : "");
   $("#me").title = `This page signs what you do here with its own identity ${m.me}`;
   const c = m.counts || {};
   $("#counts").textContent = Object.entries(c).filter(([, v]) => v).map(([k, v]) => `${k} ${v}`).join(" · ")
@@ -356,6 +356,10 @@ function card(n, p, elector, open) {
   const form = el.lastElementChild;
   form.hidden = !open && !mine;  // a decided node takes no more judgments
   form.querySelectorAll("button, textarea").forEach((x) => { x.disabled = !!mine; });
+  const letter = S.letters.get(p.id);
+  form.querySelector("textarea").setAttribute("aria-label", `Feedback on split ${letter}`);
+  form.querySelector("button.approve").setAttribute("aria-label", `Approve split ${letter}`);
+  form.querySelector("button.reject").setAttribute("aria-label", `Reject split ${letter}`);
   form.querySelector(".judge-done").textContent = mine
     ? `You ${mine.acceptable ? "approved" : "rejected"} this split${mine.feedback ? `: “${mine.feedback}”` : ""}.` : "";
   return el;
