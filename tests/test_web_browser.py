@@ -157,6 +157,8 @@ def test_the_page_watches_submits_votes_downloads_and_reconnects(tmp_path):
             figures["dom_content_loaded_ms"] = round(nav["dcl"], 1)
             figures["first_snapshot_ms"] = round(js(d, "return window.swarmStats.firstSnapshotAt"), 1)
             assert not errors(d), "console errors on load"
+            loaded = js(d, "return performance.getEntriesByType('resource').map(e => e.name)")
+            assert loaded and all(u.startswith(url) for u in loaded), f"a request left the observer: {loaded}"
             until(d, lambda: js(d, "return (window.swarmState.meta.members || []).filter(m => m.connected && m.roles.length).length") >= 8,
                   120, "all 8 agents announced and connected")
             assert "Scorers (3 connected of 3)" in d.find_element(By.ID, "peers").text
@@ -288,6 +290,7 @@ def test_the_page_watches_submits_votes_downloads_and_reconnects(tmp_path):
             my_score = next(s for p in n2["proposals"] for s in p["scores"] if s["author"] == me)
             assert my_score["acceptable"] and my_score["feedback"] == "Clear, and the days do not overlap"
             until(d, lambda: "you (this page)" in d.find_element(By.ID, "votes").text, 10, "the person's row")
+            js(d, "document.getElementById('votes-sec').scrollIntoView({block: 'center'})")
             d.save_screenshot(str(ARTIFACTS / "person-vote.png"))
             d.set_window_size(1366, 2600)
             d.save_screenshot(str(ARTIFACTS / "person-vote-full.png"))

@@ -463,10 +463,9 @@ def hypercorn_config(settings: Settings, rt: Runtime):
     host = settings.web_host
     config.bind = [f"[{host}]:{settings.web_port}" if ":" in host else f"{host}:{settings.web_port}"]
     config.accesslog = None
-    logger = logging.getLogger("agent.web.server")
+    logger = logging.getLogger(f"agent.web.server.{rt.me[-8:]}")
     logger.propagate = False
-    if not logger.handlers:
-        logger.addHandler(_ToStructlog(rt.log))
+    logger.handlers[:] = [_ToStructlog(rt.log)]
     config.errorlog = logger
     config.graceful_timeout = 1.0
     config.keep_alive_timeout = 30
