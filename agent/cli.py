@@ -235,6 +235,8 @@ def demo(
     timeout: float = typer.Option(1800.0, help="seconds before giving up"),
     out_dir: Optional[Path] = typer.Option(None, help="where logs and the event log go"),
     scripted_latency: float = typer.Option(0.2, help="with --llm scripted: seconds per answer"),
+    keep: bool = typer.Option(False, "--keep", help="keep the swarm and its web page up after the plan, until Ctrl-C"),
+    web: bool = typer.Option(True, "--web/--no-web", help="the observer serves the live web page (its URL is printed)"),
 ) -> None:
     """Start a local swarm of separate processes, submit GOAL, show progress, print the plan."""
     from agent.demo import DemoConfig, run_demo
@@ -243,5 +245,5 @@ def demo(
     cfg = DemoConfig(goal=goal, decomposers=decomposers, scorers=scorers, executors=executors,
                      observers=observers, llm=llm, mdns=mdns, max_depth=max_depth,
                      max_children=max_children, max_rounds=max_rounds, timeout=timeout,
-                     out_dir=out_dir, scripted_latency=scripted_latency)
+                     out_dir=out_dir, scripted_latency=scripted_latency, keep=keep, web=web)
     raise typer.Exit(run_demo(cfg))
