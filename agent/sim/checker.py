@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 from agent.core.tree import derive
 
+from .config import START_MS
+
 if TYPE_CHECKING:
     from .world import Simulation
 
@@ -49,8 +51,6 @@ class Checker:
     _steps: int = 0
 
     def fail(self, invariant: str, detail: str) -> None:
-        from .world import START_MS
-
         if len(self.violations) < 50:
             self.violations.append(Violation(invariant, detail, self.sim.now - START_MS))
 
