@@ -13,7 +13,7 @@ import trio
 
 from agent import metrics
 from agent.behaviour import make as make_behaviour
-from agent.behaviour.backoff import Backoff
+from agent.core.backoff import Backoff
 from agent.behaviour.base import Behaviour
 from agent.core.events import Goal, Hello, PlanParams
 from agent.driver import Driver, declare_llm_series

@@ -81,6 +81,7 @@ class Plan:
         self._tallies: dict[str, Tally] = {}  # caches, invalidated by node
         self._leases: dict[str, Leases] = {}
         self._subgoals: dict[str, list[dict]] = {}
+        self._refs: dict[str, NodeRef] = {}
         self.memo: dict[tuple, object] = {}  # derivation caches keyed by what they depend on
         self.version = 0  # bumps on every accepted event (callers cache on it)
 
@@ -155,19 +156,26 @@ class Plan:
 
     # ------------------------------------------------------------------ dependencies
     def node_ref(self, node: str) -> NodeRef | None:
+        ref = self._refs.get(node)
+        if ref is not None:
+            return ref
         if "/" not in node:
-            return NodeRef(node, node, 0, None, 0, node) if node in self.goals else None
-        pid, _, idx = node.partition("/")
-        prop = self.proposals.get(pid)
-        if prop is None:
-            return None
-        i = int(idx)
-        if i >= len(prop.body.subgoals):
-            return None
-        parent = self.node_ref(prop.body.node)
-        if parent is None:
-            return None
-        return NodeRef(node, parent.root, parent.depth + 1, pid, i, pid)
+            ref = NodeRef(node, node, 0, None, 0, node) if node in self.goals else None
+        else:
+            pid, _, idx = node.partition("/")
+            prop = self.proposals.get(pid)
+            if prop is None:
+                return None
+            i = int(idx)
+            if i >= len(prop.body.subgoals):
+                return None
+            parent = self.node_ref(prop.body.node)
+            if parent is None:
+                return None
+            ref = NodeRef(node, parent.root, parent.depth + 1, pid, i, pid)
+        if ref is not None:
+            self._refs[node] = ref  # where a node sits never changes once known
+        return ref
 
     def params(self, ref: NodeRef) -> PlanParams:
         return self.goals[ref.root].body.params
@@ -194,17 +202,18 @@ class Plan:
             return "event:" + b.node
         if isinstance(b, Claim):
             self._check_claim_static(ev)
-            if not self.claimable(b.node):
-                return "task:" + b.node
+            blocker = self.task_blocker(b.node)
+            if blocker is not None:
+                return blocker
         return None
 
     def _keys_provided(self, ev: Event) -> list[str]:
         keys = ["event:" + ev.id]
-        if isinstance(ev.body, (Vote, Result)):
-            # a decision or a done task can make a waiting claim's node a task
-            for key in [k for k in self._pending if k.startswith("task:")]:
-                if self.claimable(key[5:]):
-                    keys.append(key)
+        b = ev.body
+        if isinstance(b, Vote):
+            keys.append("task:" + b.node)  # a decision here may make a waiting claim's node a task
+        elif isinstance(b, (Result, Renew)):
+            keys.append("done:" + b.node)  # ...and a done child its parent's synthesis
         return keys
 
     def _before(self, ev: Event, dep_id: str, what: str) -> None:
@@ -348,25 +357,32 @@ class Plan:
             return []
         return [child_id(v, i) for i in range(len(self.proposals[v].body.subgoals))]
 
-    def in_tree(self, node: str) -> bool:
-        """The node is part of the plan: a goal, or a subgoal of the split its parent decided."""
-        ref = self.node_ref(node)
-        while ref is not None and ref.proposal is not None:
-            parent = self.proposals[ref.proposal].body.node
-            if self.decided(parent) != ref.proposal:
-                return False
-            ref = self.node_ref(parent)
-        return ref is not None
-
     def claimable(self, node: str) -> bool:
         """A task: a leaf, or a split node whose children are all done (its synthesis).
         Monotone: once a node is a task it stays one (decisions and valid results are final)."""
-        if not self.in_tree(node):
-            return False
+        return self.task_blocker(node) is None
+
+    def task_blocker(self, node: str) -> str | None:
+        """None if ``node`` is a task; else the key of what must happen first: "task:<n>" (a
+        decision at node n) or "done:<n>" (child n done). A claim waits under that key."""
+        ref = self.node_ref(node)
+        chain = []
+        while ref is not None and ref.proposal is not None:
+            chain.append(ref)
+            ref = self.node_ref(self.proposals[ref.proposal].body.node)
+        for r in reversed(chain):  # from the goal down: each parent must have chosen this split
+            parent = self.proposals[r.proposal].body.node
+            if self.decided(parent) != r.proposal:
+                return "task:" + parent
         if self.is_leaf(node):
-            return True
+            return None
         kids = self.children(node)
-        return bool(kids) and all(self.is_done(k) for k in kids)
+        if not kids:
+            return "task:" + node
+        for k in kids:
+            if not self.is_done(k):
+                return "done:" + k
+        return None
 
     def latest_wall(self) -> int:
         return max((e.hlc.wall for e in self.events.values()), default=0)
