@@ -15,14 +15,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 from agent.core.tree import derive
 
 from .config import START_MS
-
-if TYPE_CHECKING:
-    from .world import Simulation
 
 
 @dataclass(frozen=True)
@@ -40,7 +37,7 @@ INVARIANTS = ("convergence", "finality", "electorate", "stable_results", "exactl
 
 @dataclass
 class Checker:
-    sim: "Simulation"
+    sim: Any  # the Simulation being checked (it holds the checker: no import back)
     convergence_every: int = 25
     violations: list[Violation] = field(default_factory=list)
     decided: dict[str, str] = field(default_factory=dict)  # node -> value (first seen anywhere)
