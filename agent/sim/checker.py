@@ -145,6 +145,15 @@ class Checker:
             self.fail("liveness", f"goal not done after {sim.cfg.limit_ms // 1000} s ({counts})")
         faultless = sim.cfg.faults == type(sim.cfg.faults)() and not sim.cfg.script
         twice = sum(n.executed_twice for n in tree.walk())
+        # the documented bound under faults: a task runs at most once per side of each
+        # partition and once more per holder paused past its lease (then its result is late)
+        splits = sum(1 for line in sim.stats.injected if ": partition" in line)
+        pauses = sum(1 for line in sim.stats.injected if ": pause" in line)
+        bound = 1 + splits + pauses
+        for n in tree.walk():
+            if n.task is not None and 1 + n.executed_twice > bound:
+                self.fail("exactly_once", f"task {n.id[:12]} has {1 + n.executed_twice} valid results; "
+                                          f"the bound for {splits} partitions and {pauses} pauses is {bound}")
         started = sum(1 for claims in sim.stats.executions.values() if len(claims) > 1)
         if faultless and (twice or started):
             self.fail("exactly_once", f"without any fault {started} task(s) got LLM work from more than one "
