@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 GOAL ?= Plan a two-week trip to Japan
 PYTEST_ARGS ?=
 
-.PHONY: install system-deps test test-fast demo bench simulate clean
+.PHONY: install system-deps test test-fast demo bench simulate sweep clean
 .DEFAULT_GOAL := help
 
 help:
@@ -15,6 +15,7 @@ help:
 	@echo "make up        start the Compose cluster (SCALE_SCORERS=5 SCALE_EXECUTORS=2 OLLAMA_MODEL=...)"
 	@echo "make chaos     submit a goal, kill decomposer-2 mid-plan, watch the plan complete"
 	@echo "make bench     fold throughput benchmark"
+	@echo "make sweep     simulator sweep: SEEDS=0..9999 FAULTS=all (prints failing seeds, seeds/s)"
 
 install: $(VENV)/.installed
 
@@ -47,7 +48,12 @@ demo: install
 	$(PY) -m agent demo "$(GOAL)"
 
 simulate: install
-	$(PY) -m agent simulate --seed 1 --out out/sim.jsonl && $(PY) -m agent replay out/sim.jsonl
+	$(PY) -m agent simulate --seed 1 --faults all --out out/sim.jsonl && $(PY) -m agent replay out/sim.jsonl
+
+SEEDS ?= 0..9999
+FAULTS ?= all
+sweep: install
+	$(PY) -m agent simulate --seeds $(SEEDS) --faults $(FAULTS)
 
 bench: install
 	$(PY) bench/fold_bench.py

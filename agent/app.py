@@ -13,7 +13,7 @@ import trio
 
 from agent import metrics
 from agent.behaviour import make as make_behaviour
-from agent.behaviour.backoff import Backoff
+from agent.core.backoff import Backoff
 from agent.behaviour.base import Behaviour
 from agent.core.events import Goal, Hello, PlanParams
 from agent.driver import Driver, declare_llm_series
@@ -77,6 +77,10 @@ async def serve(settings: Settings, role: str) -> None:
         if role == "observer":
             from agent.observe import show
 
+            if settings.web_port:
+                from agent.web import serve_web
+
+                await nursery.start(serve_web, settings, rt)
             await show(rt)
             return
         llm = await _llm_with_retry(settings, rt.log)
@@ -110,6 +114,12 @@ def plan_params(settings: Settings, electorate: list[str]) -> PlanParams:
                       max_depth=settings.max_depth, max_children=settings.max_children,
                       max_rounds=settings.max_rounds,
                       max_lease_ms=int(settings.max_lease_seconds * 1000))
+
+
+def make_goal(settings: Settings, title: str, description: str, electorate: list[str]) -> Goal:
+    """The goal event's body, validated (pydantic raises ValidationError on bad input): what
+    `submit` and the observer's web form publish."""
+    return Goal(title=title, description=description, params=plan_params(settings, electorate))
 
 
 def known_scorers(rt: Runtime, expected: int = 0) -> list[str]:
@@ -174,7 +184,7 @@ async def submit(settings: Settings, title: str, description: str = "", timeout:
             raise SubmitError(f"no peer found within {timeout:.0f}s (mDNS={settings.mdns}, "
                               f"peers={settings.peers or 'none'})") from None
         voters = electorate or await choose_electorate(settings, rt, timeout)
-        ev = await rt.publish(Goal(title=title, description=description, params=plan_params(settings, voters)))
+        ev = await rt.publish(make_goal(settings, title, description, voters))
         with trio.move_on_after(timeout):
             while True:
                 for peer in list(rt.net.connected):

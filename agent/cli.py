@@ -107,7 +107,7 @@ def simulate(
         s = summarize(results, time.perf_counter() - t0)
         print(f"{s.seeds} seeds, faults={faults}: {len(s.failed)} failed; {s.seconds:.1f} s, "
               f"{s.seeds_per_second:.2f} seeds/s; invariants checked after every step: {', '.join(INVARIANTS)}")
-        print(f"first-round prevotes with >= 2 splits on the table: {s.competition:.0%}; tasks run twice "
+        print(f"voted nodes with >= 2 splits judged side by side: {s.competition:.0%}; tasks run twice "
               f"(under faults): {s.executed_twice}; median goal->done: {s.median_done_s} s virtual")
         for r in s.failed:
             print(f"  reproduce: python -m agent simulate --seed {r.seed} --faults {faults}")
@@ -266,6 +266,8 @@ def demo(
     timeout: float = typer.Option(1800.0, help="seconds before giving up"),
     out_dir: Optional[Path] = typer.Option(None, help="where logs and the event log go"),
     scripted_latency: float = typer.Option(0.2, help="with --llm scripted: seconds per answer"),
+    keep: bool = typer.Option(False, "--keep", help="keep the swarm and its web page up after the plan, until Ctrl-C"),
+    web: bool = typer.Option(True, "--web/--no-web", help="the observer serves the live web page (its URL is printed)"),
 ) -> None:
     """Start a local swarm of separate processes, submit GOAL, show progress, print the plan."""
     from agent.demo import DemoConfig, run_demo
@@ -274,5 +276,5 @@ def demo(
     cfg = DemoConfig(goal=goal, decomposers=decomposers, scorers=scorers, executors=executors,
                      observers=observers, llm=llm, mdns=mdns, max_depth=max_depth,
                      max_children=max_children, max_rounds=max_rounds, timeout=timeout,
-                     out_dir=out_dir, scripted_latency=scripted_latency)
+                     out_dir=out_dir, scripted_latency=scripted_latency, keep=keep, web=web)
     raise typer.Exit(run_demo(cfg))

@@ -39,6 +39,8 @@ class DemoConfig:
     out_dir: Path | None = None
     scripted_latency: float = 0.2
     metrics: bool = False  # give every agent a /metrics port on 127.0.0.1
+    web: bool = True  # the observers serve the web page on 127.0.0.1 (agent.web)
+    keep: bool = False  # after the plan is done, keep the swarm (and its web page) up until Ctrl-C
     extra_env: dict[str, str] = field(default_factory=dict)
     # every demo is a private swarm of its own (with --mdns it would otherwise join, and be
     # joined by, any other open swarm named "demo" on the network)
@@ -53,6 +55,7 @@ class Child:
     peer_id: str
     data_dir: Path
     metrics_port: int = 0
+    web_port: int = 0
     proc: subprocess.Popen | None = None
 
     @property
@@ -74,7 +77,8 @@ def plan_children(cfg: DemoConfig, root: Path) -> list[Child]:
             name = f"{role}-{i + 1}"
             d = root / name
             out.append(Child(name, role, free_port(), load_identity(d).peer_id, d,
-                             free_port() if cfg.metrics else 0))
+                             free_port() if cfg.metrics else 0,
+                             free_port() if cfg.web and role == "observer" else 0))
     return out
 
 
@@ -89,6 +93,7 @@ def child_env(cfg: DemoConfig, c: Child, everyone: list[Child], idx: int) -> dic
         "SWARM_PEERS": "" if cfg.mdns else ",".join(o.addr for o in everyone if o is not c),
         "SWARM_LLM": cfg.llm, "SWARM_LOG_FORMAT": "json", "SWARM_METRICS_PORT": str(c.metrics_port),
         "SWARM_METRICS_HOST": "127.0.0.1",
+        "SWARM_WEB_PORT": str(c.web_port), "SWARM_WEB_HOST": "127.0.0.1",
         "SWARM_SCORERS": str(cfg.scorers), "SWARM_SCRIPTED_LATENCY": str(cfg.scripted_latency),
         "SWARM_STRATEGY": DEFAULT_STRATEGIES[idx % len(DEFAULT_STRATEGIES)],
     })
@@ -205,11 +210,22 @@ def run_demo(cfg: DemoConfig) -> int:
     console.print(f"starting {len(children)} agents ({cfg.decomposers} decomposers, {cfg.scorers} scorers, "
                   f"{cfg.executors} executors, {cfg.observers} observers; llm={cfg.llm}); logs in {root / 'logs'}")
     start(cfg, children, root / "logs")
+    for c in children:
+        if c.web_port:
+            console.print(f"web view ({c.name}): [bold]http://127.0.0.1:{c.web_port}/[/bold]  "
+                          "(the live tree, splits, votes, claims; submit goals and vote from the page)")
     code, reason = 1, "interrupted"
     try:
         code, reason = trio.run(_drive, cfg, children, root, console)
+        if cfg.keep and code == 0:
+            urls = [f"http://127.0.0.1:{c.web_port}/" for c in children if c.web_port]
+            console.print(f"the swarm keeps running{' (web view ' + urls[0] + ')' if urls else ''}: "
+                          "submit more goals; Ctrl-C stops every agent")
+            while all(c.proc is None or c.proc.poll() is None for c in children):
+                time.sleep(0.5)
     except KeyboardInterrupt:
-        code, reason = 130, "interrupted"
+        if not (cfg.keep and code == 0):
+            code, reason = 130, "interrupted"
     finally:
         stop(children)
     if code:

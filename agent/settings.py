@@ -120,6 +120,15 @@ class Settings(BaseSettings):
     metrics_port: int = Field(0, ge=0, le=65535, description="0 disables the /metrics endpoint")
     metrics_host: str = "0.0.0.0"
 
+    # the observer's web view (agent.web): the live tree, splits, votes, submit form, person voter
+    web_port: int = Field(0, ge=0, le=65535, description="0 disables the observer's web page")
+    web_host: str = Field("127.0.0.1", description="anything but loopback requires SWARM_WEB_TOKEN")
+    web_token: str | None = Field(None, min_length=16, max_length=200,
+                                  description="required by the page when set; generated if exposed without one")
+    web_throttle: float = Field(0.25, ge=0.02, le=10, description="least seconds between two page updates")
+    grafana_url: str | None = Field(None, max_length=500, pattern=r"^https?://",
+                                    description="the page links to this Grafana dashboard")
+
     # logging
     log_format: Literal["auto", "json", "console"] = "auto"
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -206,6 +215,11 @@ class Settings(BaseSettings):
     def swarm_psk(self) -> bytes | None:
         """The 32-byte private-network key, or None for an open swarm."""
         return self._psk
+
+    @field_validator("web_token", "grafana_url", "key", "key_file", mode="before")
+    @classmethod
+    def _empty_is_none(cls, v: object) -> object:
+        return None if isinstance(v, str) and not v.strip() else v
 
     @model_validator(mode="after")
     def _check_quorum(self) -> "Settings":

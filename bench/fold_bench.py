@@ -1,7 +1,7 @@
 """Fold benchmark: prints figures (not a test). Run: .venv/bin/python bench/fold_bench.py [N]
 
-Builds a synthetic but protocol-shaped event set (goals, hellos, competing proposals, votes,
-claims with collisions, renewals, results) of at least N events, then measures decode+verify,
+Builds a synthetic but protocol-shaped event set (goals, hellos, competing proposals, scores,
+two-phase votes, claims with collisions, renewals, results) of at least N events, then measures decode+verify,
 apply, tree derivation and a full fold from scratch, in one run so the ratios compare.
 """
 
@@ -15,11 +15,12 @@ import time
 
 sys.path.insert(0, ".")
 from agent.core.events import (  # noqa: E402
-    Claim, Goal, Hello, PlanParams, Proposal, Renew, Result, Subgoal, Vote, decode_event, sign_event,
+    Claim, Goal, Hello, PlanParams, Proposal, Renew, Result, Score, Subgoal, Vote, decode_event, sign_event,
 )
 from agent.core.hlc import HybridClock  # noqa: E402
 from agent.core.identity import Identity  # noqa: E402
 from agent.core.plan import Plan, child_id  # noqa: E402
+from agent.core.tree import derive  # noqa: E402
 
 WORDS = "Tokyo Kyoto Osaka Nara Hakone food temples rail budget hotels onsen museums shopping".split()
 
@@ -36,7 +37,8 @@ def build(n_target: int, seed: int = 7) -> list:
         return sign_event(who, clock.send(t[0]), body)
 
     evs = [mk(s, Hello(role="scorer")) for s in ids["sc"]]
-    params = PlanParams(scorers=5, quorum=3, max_depth=3, max_children=4, max_rounds=2)
+    params = PlanParams(electorate=tuple(sorted(s.peer_id for s in ids["sc"])), quorum=3, max_depth=3,
+                        max_children=4, max_rounds=2)
     g_no = 0
     while len(evs) < n_target:
         g = mk(ids["user"][0], Goal(title=f"Goal {g_no}: plan a trip", params=params))
@@ -47,6 +49,7 @@ def build(n_target: int, seed: int = 7) -> list:
             node, depth = frontier.pop()
             if depth == params.max_depth:
                 claims = [mk(rng.choice(ids["ex"]), Claim(node=node, lease_ms=30_000)) for _ in range(rng.randint(1, 2))]
+                claims.sort(key=lambda c: (c.order, c.id))
                 evs += claims
                 win = claims[0]
                 evs.append(mk(next(i for i in ids["ex"] if i.peer_id == win.author), Renew(node=node, claim=win.id, lease_ms=30_000)))
@@ -59,8 +62,11 @@ def build(n_target: int, seed: int = 7) -> list:
             evs += props
             for s in ids["sc"]:
                 for p in props:
-                    evs.append(mk(s, Vote(node=node, proposal=p.id, round=1, specificity=0.7, non_overlap=0.7,
-                                          coverage=0.7, approve=p is props[0], feedback="ok")))
+                    evs.append(mk(s, Score(node=node, proposal=p.id, specificity=0.7, non_overlap=0.7,
+                                           coverage=0.7, acceptable=True, feedback="ok")))
+            for phase in ("prevote", "precommit"):
+                for s in ids["sc"]:
+                    evs.append(mk(s, Vote(node=node, round=1, phase=phase, value=props[0].id)))
             frontier += [(child_id(props[0].id, i), depth + 1) for i in range(4)]
     return evs
 
@@ -87,7 +93,7 @@ def main() -> None:
             plan.apply(e)
         t_apply = time.perf_counter() - t0
         t0 = time.perf_counter()
-        tree = plan.tree()
+        tree = derive(plan, plan.latest_wall())
         digest = tree.digest
         t_tree = time.perf_counter() - t0
         runs.append((t_apply, t_tree, digest))

@@ -49,6 +49,23 @@ class LocalSwarm:
         os.kill(c.proc.pid, signal.SIGKILL)
         c.proc.wait()
 
+    def add(self, role: str, count: int) -> list[Child]:
+        """Start more agents of a role, peered with everyone (scaling up while a plan runs)."""
+        from agent.demo import free_port
+        from agent.runtime import load_identity
+
+        new = []
+        for _ in range(count):
+            n = sum(1 for c in self.children if c.role == role) + 1
+            name = f"{role}-{n}"
+            d = self.root / name
+            c = Child(name, role, free_port(), load_identity(d).peer_id, d)
+            self.children.append(c)
+            new.append(c)
+        for c in new:
+            start_one(self.cfg, c, self.children, self.root / "logs")
+        return new
+
     def restart(self, name: str) -> None:
         start_one(self.cfg, self.child(name), self.children, self.root / "logs")
 

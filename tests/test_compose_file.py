@@ -221,7 +221,8 @@ def test_published_ports_are_loopback_only_and_not_on_scaled_services():
             assert str(p).startswith("127.0.0.1:"), f"{n} publishes {p} on every interface"
         if "deploy" in s:
             assert not s.get("ports"), f"{n} is scaled: a fixed host port would clash"
-    assert services["observer"]["ports"] == ["127.0.0.1:9101:9100"]
+    assert services["observer"]["ports"] == ["127.0.0.1:9101:9100", "127.0.0.1:8080:8080"]  # metrics, web page
+    assert services["observer"]["environment"]["SWARM_WEB_HOST"] == "0.0.0.0"  # so it needs a token
     assert services["prometheus"]["ports"] == ["127.0.0.1:9090:9090"]
 
 

@@ -177,6 +177,9 @@ def test_only_the_claimant_renews_releases_or_reports():
     assert refused(plan, result(E2, g.id, c.id, 150)) is Reason.NOT_CLAIMANT
     assert refused(plan, renew(X, g.id, c.id, 150)) is Reason.NOT_CLAIMANT
     assert refused(plan, result(E1, g.id, c.id, 90)) is Reason.BACKDATED
+    plan.apply(result(E1, g.id, c.id, 200))
+    assert refused(plan, renew(E1, g.id, c.id, 300)) is Reason.AFTER_RESULT
+    assert refused(plan, release(E1, g.id, c.id, 300)) is Reason.AFTER_RESULT
 
 
 # ----------------------------------------------------------------- claims and results

@@ -68,6 +68,8 @@ def test_settings_swarm_key(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # no stray .env
     key = os.urandom(32)
     assert load_settings().swarm_psk() is None
+    monkeypatch.setenv("SWARM_KEY", "")  # Compose passes an unset variable through as empty
+    assert load_settings().swarm_psk() is None
     monkeypatch.setenv("SWARM_KEY", key.hex())
     s = load_settings()
     assert s.swarm_psk() == key and key.hex() not in repr(s)

@@ -13,7 +13,7 @@ import trio
 from agent import metrics
 from agent.app import supervise
 from agent.behaviour import Decomposer, Executor, Scorer
-from agent.behaviour.backoff import Backoff
+from agent.core.backoff import Backoff
 from agent.core.events import Goal, Hello, sign_event
 from agent.core.hlc import Timestamp
 from agent.driver import Driver

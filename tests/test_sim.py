@@ -232,8 +232,8 @@ def test_fast_clock_does_not_slow_the_honest_swarm():
 
 
 def test_competition_with_slow_decomposers():
-    """Real models take 5-40 s to split: the first round waits, so at least 2 splits are on the
-    table for at least 80% of first-round prevotes (fault-free)."""
+    """Real models take 5-40 s to split: the first round waits, so at least 2 splits are judged
+    side by side on at least 80% of voted nodes (fault-free)."""
     results = sweep(range(24), SimConfig(), processes=2)
     s = summarize(results, 1.0)
     assert not s.failed

@@ -8,7 +8,7 @@ from typing import Any
 
 from agent.core.tree import Tree
 
-from .backoff import Backoff
+from agent.core.backoff import Backoff
 from .effects import Effect, SyncPeers, WakeAt, log
 from .timing import Timing
 

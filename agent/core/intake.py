@@ -162,7 +162,7 @@ class Intake:
                 continue
             ev, key = dropped
             self.stats.expired += 1
-            reason = Reason.NOT_CLAIMABLE if key.startswith("task:") else Reason.UNKNOWN_DEPENDENCY
+            reason = Reason.NOT_CLAIMABLE if key.startswith(("task:", "done:")) else Reason.UNKNOWN_DEPENDENCY
             out.append(self._rejected(ev, reason, f"waited {ttl // 1000} s for {key}"))
         return out
 

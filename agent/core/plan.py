@@ -15,7 +15,8 @@ Intake rules (each refusal has a named reason, see `reasons.py`):
 - a claim names a node that is a task (a leaf, or a split node whose children are all done)
   and a lease within the goal's cap; a claim on a node that is not (yet) a task waits, and is
   dropped if it never becomes one;
-- only a claim's author renews, releases or reports it.
+- only a claim's author renews, releases or reports it, and nobody renews or releases a claim
+  after its own result (events that can never matter are not stored).
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ class Plan:
         self._tallies: dict[str, Tally] = {}  # caches, invalidated by node
         self._leases: dict[str, Leases] = {}
         self._subgoals: dict[str, list[dict]] = {}
+        self._refs: dict[str, NodeRef] = {}
         self.memo: dict[tuple, object] = {}  # derivation caches keyed by what they depend on
         self.version = 0  # bumps on every accepted event (callers cache on it)
 
@@ -133,37 +135,47 @@ class Plan:
         stack = [ev]
         while stack:
             e = stack.pop()
+            if e is not ev:
+                # an unparked event is checked when it is filed, against everything filed
+                # before it (so the outcome never depends on the order things were unparked)
+                try:
+                    missing = self._missing(e)
+                    if missing is not None:
+                        self._park(e, missing)
+                        continue
+                    self._check(e)
+                except Rejected as exc:
+                    out.dropped.append((e, exc))
+                    continue
             self._index(e)
             out.accepted.append(e)
             for key in self._keys_provided(e):
                 for waiting in list(self._pending.pop(key, {}).values()):
                     del self._pending_ids[waiting.id]
-                    try:
-                        missing = self._missing(waiting)
-                        if missing is not None:
-                            self._park(waiting, missing)
-                            continue
-                        self._check(waiting)
-                    except Rejected as exc:
-                        out.dropped.append((waiting, exc))
-                        continue
                     stack.append(waiting)
 
     # ------------------------------------------------------------------ dependencies
     def node_ref(self, node: str) -> NodeRef | None:
+        ref = self._refs.get(node)
+        if ref is not None:
+            return ref
         if "/" not in node:
-            return NodeRef(node, node, 0, None, 0, node) if node in self.goals else None
-        pid, _, idx = node.partition("/")
-        prop = self.proposals.get(pid)
-        if prop is None:
-            return None
-        i = int(idx)
-        if i >= len(prop.body.subgoals):
-            return None
-        parent = self.node_ref(prop.body.node)
-        if parent is None:
-            return None
-        return NodeRef(node, parent.root, parent.depth + 1, pid, i, pid)
+            ref = NodeRef(node, node, 0, None, 0, node) if node in self.goals else None
+        else:
+            pid, _, idx = node.partition("/")
+            prop = self.proposals.get(pid)
+            if prop is None:
+                return None
+            i = int(idx)
+            if i >= len(prop.body.subgoals):
+                return None
+            parent = self.node_ref(prop.body.node)
+            if parent is None:
+                return None
+            ref = NodeRef(node, parent.root, parent.depth + 1, pid, i, pid)
+        if ref is not None:
+            self._refs[node] = ref  # where a node sits never changes once known
+        return ref
 
     def params(self, ref: NodeRef) -> PlanParams:
         return self.goals[ref.root].body.params
@@ -190,17 +202,18 @@ class Plan:
             return "event:" + b.node
         if isinstance(b, Claim):
             self._check_claim_static(ev)
-            if not self.claimable(b.node):
-                return "task:" + b.node
+            blocker = self.task_blocker(b.node)
+            if blocker is not None:
+                return blocker
         return None
 
     def _keys_provided(self, ev: Event) -> list[str]:
         keys = ["event:" + ev.id]
-        if isinstance(ev.body, (Vote, Result)):
-            # a decision or a done task can make a waiting claim's node a task
-            for key in [k for k in self._pending if k.startswith("task:")]:
-                if self.claimable(key[5:]):
-                    keys.append(key)
+        b = ev.body
+        if isinstance(b, Vote):
+            keys.append("task:" + b.node)  # a decision here may make a waiting claim's node a task
+        elif isinstance(b, (Result, Renew)):
+            keys.append("done:" + b.node)  # ...and a done child its parent's synthesis
         return keys
 
     def _before(self, ev: Event, dep_id: str, what: str) -> None:
@@ -258,6 +271,11 @@ class Plan:
             self._before(ev, b.claim, "claim")
             if isinstance(b, Renew):
                 self._check_claim_static(ev)
+            if isinstance(b, (Renew, Release)):
+                done = [r for r in self.by_claim.get(b.claim, ()) if r.body.type == "result"]
+                if any((r.hlc.wall, r.hlc.logical) < (ev.hlc.wall, ev.hlc.logical) for r in done):
+                    # can never matter; an honest executor stops renewing before it reports
+                    raise Rejected(Reason.AFTER_RESULT, "the claim already has its result")
 
     def _index(self, ev: Event) -> None:
         self.events[ev.id] = ev
@@ -283,7 +301,17 @@ class Plan:
             ne.claims.append(ev)
             self._leases.pop(b.node, None)
         elif isinstance(b, (Renew, Release, Result)):
-            self.by_claim[b.claim].append(ev)
+            ups = self.by_claim[b.claim]
+            if isinstance(b, Result):
+                # renewals or releases stamped after the claim's own result can never matter:
+                # refused if they come later, dropped if they came first (either way the fold
+                # holds the same events, whatever the arrival order)
+                stale = [e for e in ups if e.body.type != "result"
+                         and (e.hlc.wall, e.hlc.logical) > (ev.hlc.wall, ev.hlc.logical)]
+                for e in stale:
+                    ups.remove(e)
+                    del self.events[e.id]
+            ups.append(ev)
             self._leases.pop(b.node, None)
 
     # ------------------------------------------------------------------ derived, cached
@@ -329,25 +357,32 @@ class Plan:
             return []
         return [child_id(v, i) for i in range(len(self.proposals[v].body.subgoals))]
 
-    def in_tree(self, node: str) -> bool:
-        """The node is part of the plan: a goal, or a subgoal of the split its parent decided."""
-        ref = self.node_ref(node)
-        while ref is not None and ref.proposal is not None:
-            parent = self.proposals[ref.proposal].body.node
-            if self.decided(parent) != ref.proposal:
-                return False
-            ref = self.node_ref(parent)
-        return ref is not None
-
     def claimable(self, node: str) -> bool:
         """A task: a leaf, or a split node whose children are all done (its synthesis).
         Monotone: once a node is a task it stays one (decisions and valid results are final)."""
-        if not self.in_tree(node):
-            return False
+        return self.task_blocker(node) is None
+
+    def task_blocker(self, node: str) -> str | None:
+        """None if ``node`` is a task; else the key of what must happen first: "task:<n>" (a
+        decision at node n) or "done:<n>" (child n done). A claim waits under that key."""
+        ref = self.node_ref(node)
+        chain = []
+        while ref is not None and ref.proposal is not None:
+            chain.append(ref)
+            ref = self.node_ref(self.proposals[ref.proposal].body.node)
+        for r in reversed(chain):  # from the goal down: each parent must have chosen this split
+            parent = self.proposals[r.proposal].body.node
+            if self.decided(parent) != r.proposal:
+                return "task:" + parent
         if self.is_leaf(node):
-            return True
+            return None
         kids = self.children(node)
-        return bool(kids) and all(self.is_done(k) for k in kids)
+        if not kids:
+            return "task:" + node
+        for k in kids:
+            if not self.is_done(k):
+                return "done:" + k
+        return None
 
     def latest_wall(self) -> int:
         return max((e.hlc.wall for e in self.events.values()), default=0)

@@ -17,6 +17,7 @@ class Reason(str, Enum):
     NOT_ELECTOR = "not_elector"  # a vote from outside the goal's electorate
     NOT_CLAIMABLE = "not_claimable"  # a claim on a node that never became a task
     BACKDATED = "backdated"  # stamped before something it depends on
+    AFTER_RESULT = "after_result"  # a renewal or release after its own claim's result
     LEASE_TOO_LONG = "lease_too_long"  # beyond the goal's max_lease_ms
     TOO_DEEP = "too_deep"
     TOO_MANY_CHILDREN = "too_many_children"

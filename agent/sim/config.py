@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 
 from agent.behaviour.timing import Timing
 
+START_MS = 1_767_225_600_000  # 2026-01-01: virtual time's origin
 FAULT_KINDS = ("delay", "loss", "dup", "partition", "crash", "pause", "skew", "llm", "byzantine")
 
 

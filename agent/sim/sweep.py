@@ -26,6 +26,8 @@ class SeedResult:
     executed_twice: int = 0
     tables: list[int] = field(default_factory=list)
     injected: int = 0
+    voted_nodes: int = 0
+    judged_two: int = 0
 
 
 def run_seed(seed: int, base: SimConfig) -> SeedResult:
@@ -41,12 +43,16 @@ def run_seed(seed: int, base: SimConfig) -> SeedResult:
     except Exception as exc:  # a bug in a behaviour, the fold or the simulator: report it
         return SeedResult(seed, False, ["no_raise: " + repr(exc)], error=traceback.format_exc(),
                           seconds=time.perf_counter() - t0)
-    tree = derive(sim.agents[-1].intake.plan, sim.now)
+    from .measure import competition
+
+    plan = sim.agents[-1].intake.plan
+    tree = derive(plan, sim.now)
+    comp = competition(plan)
     return SeedResult(
         seed, sim.checker.ok, [str(v) for v in sim.checker.violations], None,
         time.perf_counter() - t0, stats.done_ms, stats.events_published,
         sum(stats.llm_calls.values()), sum(n.executed_twice for n in tree.walk()),
-        list(stats.first_round_tables), len(stats.injected),
+        list(stats.first_round_tables), len(stats.injected), comp.voted, comp.judged_two,
     )
 
 
@@ -98,15 +104,15 @@ class Summary:
     failed: list[SeedResult]
     seconds: float
     seeds_per_second: float
-    competition: float  # share of first-round prevotes cast with at least 2 splits on the table
+    competition: float  # share of voted nodes with at least 2 splits judged before the first prevote
     executed_twice: int
     median_done_s: float | None
 
 
 def summarize(results: list[SeedResult], seconds: float) -> Summary:
     failed = [r for r in results if not r.ok]
-    tables = [t for r in results for t in r.tables]
-    with_two = sum(1 for t in tables if t >= 2) / len(tables) if tables else 0.0
+    voted = sum(r.voted_nodes for r in results)
+    with_two = sum(r.judged_two for r in results) / voted if voted else 0.0
     done = sorted(r.done_ms for r in results if r.done_ms is not None)
     median = done[len(done) // 2] / 1000 if done else None
     return Summary(len(results), failed, seconds, len(results) / seconds if seconds else 0.0,

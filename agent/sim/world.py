@@ -35,10 +35,10 @@ from agent.eventlog import MemoryLog
 from agent.llm.base import LLMRequest, LLMUnavailable
 from agent.llm.scripted import scripted_answer
 
+from .checker import Checker
 from .byzantine import EquivocatingScorer, ForgedPublish, SquatterExecutor, StrangerVoter
-from .config import SimConfig
+from .config import START_MS, SimConfig
 
-START_MS = 1_767_225_600_000  # 2026-01-01: virtual time's origin
 STRATEGIES = ("by place", "by activity", "by day", "by phase")
 
 
@@ -300,8 +300,6 @@ class Simulation:
             self.at(t0, "pause", a.idx, self.rng.randint(cfg.timing.lease_ms + 1_000, 2 * cfg.timing.lease_ms + 5_000))
 
     def run(self) -> SimStats:
-        from .checker import Checker
-
         if self.checker is None:
             self.checker = Checker(self)
         self.start()

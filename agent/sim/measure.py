@@ -1,0 +1,34 @@
+"""Figures read off an event log (the simulator's, or a real swarm's)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.core.plan import Plan
+
+
+@dataclass(frozen=True)
+class Competition:
+    voted: int  # nodes with a first-round prevote and at least one split
+    judged_two: int  # of which had at least two splits proposed and scored before that prevote
+    unscored: int  # first-round prevotes cast while an earlier split was not yet scored by that scorer
+
+    @property
+    def share(self) -> float | None:
+        return self.judged_two / self.voted if self.voted else None
+
+
+def competition(plan: Plan) -> Competition:
+    voted = judged_two = unscored = 0
+    for ne in plan.by_node.values():
+        firsts = [v for v in ne.votes if v.body.round == 1 and v.body.phase == "prevote"]
+        if not firsts or not ne.proposals:
+            continue
+        voted += 1
+        first = min(v.hlc for v in firsts)
+        scored = {s.body.proposal for s in ne.scores if s.hlc <= first}
+        judged_two += sum(1 for p in ne.proposals if p.hlc < first and p.id in scored) >= 2
+        for v in firsts:
+            mine = {s.body.proposal for s in ne.scores if s.author == v.author and s.hlc < v.hlc}
+            unscored += sum(1 for p in ne.proposals if p.hlc < v.hlc and p.id not in mine)
+    return Competition(voted, judged_two, unscored)

@@ -1,0 +1,131 @@
+"""The person voter (agent.web.person.PersonScorer), sans-I/O: a person's approval becomes the
+page identity's prevote under the Scorer's rules; an absent person casts no vote; a rejection
+of every split prevotes nil; where the page is not an elector only a Score is published; a
+restarted page recalls what the person said from its own published scores."""
+
+from agent.behaviour.effects import Publish, SyncDone, SyncPeers
+from agent.behaviour.timing import Timing
+from agent.core.consensus import NIL
+from agent.core.events import Score, Vote
+from agent.core.plan import Plan
+from agent.core.tree import derive
+from agent.web.person import Judgment, PersonScorer
+from builders import T0, goal, ident, prevote, proposal, score
+
+PERSON = ident("person")
+S = [ident(f"s{i}") for i in range(3)]
+TIMING = Timing(proposal_window_min_ms=100, prevote_timeout_ms=100, precommit_timeout_ms=100, startup_sync_ms=50)
+
+
+def setup(elector=True, quorum=None):
+    electorate = [s.peer_id for s in S] + ([PERSON.peer_id] if elector else [])
+    plan = Plan()
+    g = goal(ident("u"), electorate=electorate, quorum=quorum)
+    a = proposal(ident("d1"), g.id, ["Tokyo and Kanto", "Kyoto and Kansai"], wall=10, strategy="by place")
+    b = proposal(ident("d2"), g.id, ["Temples and shrines", "Food markets"], wall=12, strategy="by activity")
+    for e in (g, a, b):
+        plan.apply(e)
+    return plan, g, a, b
+
+
+def ready(person: PersonScorer, plan: Plan, now: int):
+    effects = person.poll(derive(plan, now), now)
+    sync = next(e for e in effects if isinstance(e, SyncPeers))
+    return person.answered(sync.ticket, SyncDone(0, 1), derive(plan, now), now)
+
+
+def published(effects, kind):
+    return [e.body for e in effects if isinstance(e, Publish) and isinstance(e.body, kind)]
+
+
+def apply_published(plan: Plan, who, effects, wall: int):
+    from builders import ev
+
+    for i, body in enumerate(published(effects, (Score, Vote))):
+        plan.apply(ev(who, body, wall, i))
+
+
+def test_an_absent_person_casts_no_vote_and_asks_no_llm():
+    plan, g, a, b = setup()
+    person = PersonScorer(PERSON.peer_id, TIMING)
+    now = T0 + 10_000
+    effects = ready(person, plan, now) + person.poll(derive(plan, now), now + 5_000)
+    assert not published(effects, Vote) and not published(effects, Score)
+    assert not [e for e in effects if type(e).__name__ == "Ask"]  # a person is never an LLM
+
+
+def test_approval_is_published_as_a_score_then_becomes_the_prevote():
+    plan, g, a, b = setup()
+    person = PersonScorer(PERSON.peer_id, TIMING)
+    now = T0 + 10_000
+    ready(person, plan, now)
+    person.judge(Judgment(g.id, b.id, True, "by activity reads better"))
+    effects = person.poll(derive(plan, now), now)
+    [sc] = published(effects, Score)
+    assert sc.proposal == b.id and sc.acceptable and sc.feedback == "by activity reads better"
+    apply_published(plan, PERSON, effects, 11_000)
+    later = T0 + 12_000  # past the proposal window: every split is on the table
+    effects = effects + person.poll(derive(plan, later), later)
+    votes = published(effects, Vote)
+    assert [(v.round, v.phase, v.value) for v in votes] == [(1, "prevote", b.id)]
+
+
+def test_a_polka_comes_first_then_the_precommit_follows_it():
+    """Safety rules are the Scorer's: a quorum prevoting A in this round makes the person's
+    agent prevote (and then precommit) A, whatever the person preferred."""
+    plan, g, a, b = setup()
+    person = PersonScorer(PERSON.peer_id, TIMING)
+    now = T0 + 10_000
+    ready(person, plan, now)
+    for i, s in enumerate(S):
+        plan.apply(prevote(s, g.id, a.id, wall=9_000 + i))  # quorum 3 of 4 prevoted A
+    person.judge(Judgment(g.id, b.id, True))
+    effects = person.poll(derive(plan, now), now)
+    apply_published(plan, PERSON, effects, 11_000)
+    effects += person.poll(derive(plan, T0 + 12_000), T0 + 12_000)
+    votes = [(v.phase, v.value) for v in published(effects, Vote)]
+    assert votes[:2] == [("prevote", a.id), ("precommit", a.id)]
+
+
+def test_rejecting_every_split_prevotes_nil():
+    plan, g, a, b = setup()
+    person = PersonScorer(PERSON.peer_id, TIMING)
+    now = T0 + 10_000
+    ready(person, plan, now)
+    person.judge(Judgment(g.id, a.id, False, "too coarse"))
+    person.judge(Judgment(g.id, b.id, False, "misses transport"))
+    effects = person.poll(derive(plan, now), now)
+    assert [s.acceptable for s in published(effects, Score)] == [False, False]
+    apply_published(plan, PERSON, effects, 11_000)
+    effects += person.poll(derive(plan, T0 + 12_000), T0 + 12_000)
+    assert [(v.phase, v.value) for v in published(effects, Vote)] == [("prevote", NIL)]
+
+
+def test_a_non_elector_only_scores_and_a_judgment_stands_once():
+    plan, g, a, b = setup(elector=False)
+    person = PersonScorer(PERSON.peer_id, TIMING)
+    now = T0 + 10_000
+    ready(person, plan, now)
+    person.judge(Judgment(g.id, a.id, False, "add a day for transport"))
+    effects = person.poll(derive(plan, now), now)
+    assert len(published(effects, Score)) == 1
+    apply_published(plan, PERSON, effects, 11_000)
+    person.judge(Judgment(g.id, a.id, True, "changed my mind"))  # refused: first judgment stands
+    person.judge(Judgment(g.id, "ab" * 32, True))  # no such split
+    effects = person.poll(derive(plan, T0 + 12_000), T0 + 12_000)
+    assert not published(effects, Score) and not published(effects, Vote)
+    assert {e.fields.get("why", "")[:7] for e in effects if type(e).__name__ == "Log"} >= {"already", "no such"}
+    tree = derive(plan, T0 + 12_000)
+    assert [s.feedback for s in tree.node(g.id).proposal(a.id).scores] == ["add a day for transport"]
+
+
+def test_a_restarted_page_recalls_the_persons_judgment_from_its_scores():
+    plan, g, a, b = setup()
+    plan.apply(score(PERSON, g.id, b.id, wall=11_000, acceptable=True, x=1.0, feedback="this one"))
+    person = PersonScorer(PERSON.peer_id, TIMING)  # a fresh object: nothing in memory
+    now = T0 + 12_000
+    effects = ready(person, plan, now)
+    apply_published(plan, PERSON, effects, 12_100)
+    effects += person.poll(derive(plan, now + 200), now + 200)
+    assert [(v.phase, v.value) for v in published(effects, Vote)] == [("prevote", b.id)]
+    assert not published(effects, Score)  # it does not score the same split twice
