@@ -26,7 +26,9 @@ from typing import Any, Mapping, Sequence
 import trio
 
 from agent.llm import prompts
-from agent.llm.base import LLM, LLMRequest, validate
+import json
+
+from agent.llm.base import LLM, Answer, LLMRequest, estimate_tokens, validate
 
 # (name, what to do, concrete detail of a refinement, atomic)
 Facet = tuple[str, str, str, bool]
@@ -187,7 +189,7 @@ def _parent_facet(title: str) -> str:
 def _facets_for(strategy: str, title: str, count: int) -> list[Facet]:
     key = " ".join(str(strategy).lower().split())
     parent = _parent_facet(title)
-    if key == "by day":
+    if key in ("by day", "by time"):
         days = [f for f in DAY if f[0].casefold() != parent]
         chosen = days[: max(0, count - 1)]
         return chosen + ([DAY_LAST] if DAY_LAST[0].casefold() != parent else days[count - 1: count])
@@ -224,9 +226,27 @@ def _decompose(ctx: Mapping[str, Any]) -> dict:
         subgoals.append({
             "title": sub_title,
             "description": _fit(desc, prompts.SCHEMA_DESCRIPTION_MAX),
-            "atomic": bool(atomic or deep),
         })
+    del deep
     return {"subgoals": subgoals}
+
+
+def _atomic(ctx: Mapping[str, Any]) -> dict:
+    """Facets marked atomic above, and anything two levels down, take one sitting."""
+    title = str(ctx.get("title", ""))
+    facet = _parent_facet(title)
+    known = {f[0].casefold(): f[3] for f in PLACE + ACTIVITY + DAY + [DAY_LAST] + PHASE + GENERIC}
+    one = known.get(facet, False) or len(list(ctx.get("path") or [])) >= 2
+    steps = 1 + _hash("steps", title) % 3 if one else 4 + _hash("steps", title) % 5
+    return {"steps": steps, "one_sitting": bool(one)}
+
+
+def _synthesize(ctx: Mapping[str, Any]) -> dict:
+    title = _fit(str(ctx.get("title", "")) or "the task", 100)
+    parts = [str(t) for t, _ in (ctx.get("children") or [])]
+    lines = [f"Plan for {title}: {len(parts)} parts, done in this order."]
+    lines += [f"{i}. {_fit(p, 80)}." for i, p in enumerate(parts[:8], 1)]
+    return {"answer": "\n".join(lines)[: prompts.SCHEMA_ANSWER_MAX]}
 
 
 def _jaccard(a: str, b: str) -> float:
@@ -317,6 +337,10 @@ def scripted_answer(req: LLMRequest) -> dict:
         return _score(ctx)
     if req.kind == "execute":
         return _execute(ctx)
+    if req.kind == "atomic":
+        return _atomic(ctx)
+    if req.kind == "synthesize":
+        return _synthesize(ctx)
     raise ValueError(f"unknown request kind {req.kind!r}")
 
 
@@ -330,10 +354,13 @@ class ScriptedLLM(LLM):
         self.latency = latency
         self.calls = 0
 
-    async def generate(self, req: LLMRequest) -> dict:
+    async def complete(self, req: LLMRequest) -> Answer:
         self.calls += 1
         if self.latency > 0:
             await trio.sleep(self.latency)
         else:
             await trio.lowlevel.checkpoint()
-        return validate(scripted_answer(req), req.schema)
+        value = validate(scripted_answer(req), req.schema)
+        # a deterministic estimate: the same request always costs the same
+        return Answer(value, estimate_tokens(req.system + "\n" + req.prompt),
+                      estimate_tokens(json.dumps(value, separators=(",", ":"))))
