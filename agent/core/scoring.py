@@ -146,13 +146,13 @@ def result_problem(output: str, *, english: bool = True) -> str | None:
     too short, placeholders or template braces, digit runs, mostly non-words, another
     language (when the goal is English), or no complete sentence."""
     text = output.strip()
+    if tx.long_digit_run(text) or tx.digit_share(text) > 0.3:
+        return "the result is mostly digits"
     ws = [w for w in tx.tokens(text) if any(c.isalpha() for c in w) and len(w) >= 2]
     if len(ws) < 4:
         return "the result has fewer than four words"
     if "{{" in text or "}}" in text or tx.placeholders(text):
         return "the result contains template placeholders"
-    if tx.long_digit_run(text) or tx.digit_share(text) > 0.3:
-        return "the result is mostly digits"
     if tx.nonword_share(text) > 0.3:
         return "the result is mostly not words"
     if english and not tx.looks_english(text):

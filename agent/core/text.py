@@ -68,11 +68,22 @@ def tokens(text: str) -> list[str]:
     return [w.casefold() for w in _WORD.findall(unicodedata.normalize("NFC", str(text)))]
 
 
+_STOP_STEMS: frozenset[str] | None = None
+
+
 def content_stems(text: str) -> frozenset[str]:
-    """Stems of the words that carry meaning (no stop words, no one-letter words)."""
-    return frozenset(
-        stem(w) for w in tokens(text) if (len(w) > 1 or w.isdigit()) and w not in STOPWORDS
-    )
+    """Stems of the words that carry meaning (no stop words in any inflection, no one-letter
+    words)."""
+    global _STOP_STEMS
+    if _STOP_STEMS is None:
+        _STOP_STEMS = frozenset(stem(w) for w in STOPWORDS)
+    out = set()
+    for w in tokens(text):
+        if (len(w) > 1 or w.isdigit()) and w not in STOPWORDS:
+            s = stem(w)
+            if s not in _STOP_STEMS:
+                out.add(s)
+    return frozenset(out)
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -104,13 +115,14 @@ def similarity(a: str, b: str) -> float:
     """How much two titles say the same, in [0, 1]: the larger of their stemmed-word Jaccard
     and their overlap coefficient (shared words over the shorter title's words, so "Tokyo,
     Japan" inside "Go to Tokyo, Japan and relax" counts). The overlap coefficient is ignored
-    when the titles differ by a name or a number, or share fewer than two words."""
+    when the titles differ by a name or a number, share fewer than two words, or the shared
+    words are under half of the longer title (a common topic word is not the same task)."""
     sa, sb = content_stems(a), content_stems(b)
     if not sa or not sb:
         return 1.0 if sa == sb else 0.0
     j = jaccard(sa, sb)
     shared = len(sa & sb)
-    if shared >= 2 and not _distinguishers(a, b):
+    if shared >= 2 and 2 * shared >= max(len(sa), len(sb)) and not _distinguishers(a, b):
         return max(j, shared / min(len(sa), len(sb)))
     return j
 
