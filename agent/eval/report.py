@@ -94,3 +94,22 @@ def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> Table:
 
 def load(path: Path) -> dict[str, Any]:
     return json.loads(Path(path).read_text())
+
+
+def rescore(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The same plans measured again with the current metrics (plans are stored whole, so a
+    change to a metric never needs the model to run again)."""
+    from agent.eval.goals import goal_by_id
+    from agent.eval.metrics import aggregate, plan_metrics
+
+    out = dict(data)
+    depth = (data.get("config") or {}).get("max_depth")
+    goals = []
+    for g in data["goals"]:
+        g = dict(g)
+        g["metrics"] = plan_metrics(g["plan"], goal_by_id(g["id"]).aspects, depth)
+        goals.append(g)
+    agg = dict(data.get("aggregate") or {})
+    agg.update(aggregate([g["metrics"] for g in goals]))
+    out["goals"], out["aggregate"] = goals, agg
+    return out

@@ -175,7 +175,9 @@ def decomposition_schema(max_children: int) -> dict:
         "properties": {
             "subgoals": {
                 "type": "array",
-                "minItems": 2,
+                # at least 3 when allowed: small models often restate the task first, and the
+                # parser drops that; two more still make a split
+                "minItems": min(3, max_children),
                 "maxItems": max_children,
                 "items": {
                     "type": "object",
@@ -236,8 +238,8 @@ def decompose_request(
     low = min(3, max_children)
     count = f"{low} to {max_children}" if low < max_children else f"{max_children}"
     lines.append(
-        f"Write {count} subgoals of the task \"{_clip(title, 80)}\". Rules: each title is a "
-        "short action (3 to 8 words) that names one concrete piece of this task; no two "
+        f"Write {count} subgoals of this task. Rules: each title is a short action (3 to 8 "
+        "words) that names one concrete piece of the task; no two "
         "subgoals cover the same thing; no subgoal repeats the task itself"
         + (" or the other parts of the plan" if elsewhere else "")
         + "; together they complete the task; use the real names from the goal, never "
