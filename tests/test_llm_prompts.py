@@ -102,7 +102,8 @@ def test_decompose_request_carries_prompt_and_context():
                             strategy="by component", max_children=4, seed=9)
     assert req.kind == "decompose" and req.seed == 9
     assert req.schema["properties"]["subgoals"]["maxItems"] == 4
-    assert req.schema["properties"]["subgoals"]["minItems"] == 2
+    assert req.schema["properties"]["subgoals"]["minItems"] == 3  # a restated task is dropped
+    assert prompts.decomposition_schema(2)["properties"]["subgoals"]["minItems"] == 2
     assert "Kyoto" in req.prompt and "temples" in req.prompt
     assert prompts.STRATEGY_HINTS["by component"] in req.prompt
     assert "3 to 4 subgoals" in req.prompt
@@ -225,13 +226,14 @@ def test_parse_execution_rejects_empty_results(answer):
 
 def test_validator():
     schema = prompts.decomposition_schema(3)
-    good = {"subgoals": [{"title": "abc", "description": ""}] * 2}
+    good = {"subgoals": [{"title": "abc", "description": ""}] * 3}
     assert validate(good, schema) is good
-    assert schema_errors({"subgoals": [{"title": "abc", "description": 1}] * 2}, schema)
-    assert schema_errors({"subgoals": [{"title": "abc", "description": "", "atomic": True}] * 2},
+    assert schema_errors({"subgoals": [{"title": "abc", "description": 1}] * 3}, schema)
+    assert schema_errors({"subgoals": [{"title": "abc", "description": "", "atomic": True}] * 3},
                          schema)
-    assert schema_errors({"subgoals": [{"title": "ab", "description": ""}] * 2}, schema)
-    assert schema_errors({"subgoals": good["subgoals"] * 2}, schema)  # 4 > maxItems 3
+    assert schema_errors({"subgoals": [{"title": "ab", "description": ""}] * 3}, schema)
+    assert schema_errors({"subgoals": good["subgoals"][:2]}, schema)  # 2 < minItems 3
+    assert schema_errors({"subgoals": good["subgoals"] * 2}, schema)  # 6 > maxItems 3
     assert schema_errors({"subgoals": good["subgoals"], "extra": 1}, schema)
     assert schema_errors({}, schema)
     score = prompts.score_schema()

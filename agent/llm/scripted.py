@@ -4,7 +4,7 @@ It is never a product default. ``scripted_answer`` reads only ``req.context`` (t
 arguments given to the ``*_request`` builders in ``prompts``) and returns an answer valid
 against ``req.schema``; the same context always gives the same answer, in any process.
 
-- decompose: 2..5 (at most max_children) subgoals drawn from a facet list chosen by the
+- decompose: 3..5 (at most max_children) subgoals drawn from a facet list chosen by the
   strategy ("by place", "by activity", "by day", "by phase", anything else: a generic list
   rotated by the strategy's hash), titled "<facet> — <topic>" where the topic comes from the
   parent title. Facet names share no words, so a word-overlap check sees distinct subgoals.
@@ -207,7 +207,7 @@ def _decompose(ctx: Mapping[str, Any]) -> dict:
     path = list(ctx.get("path") or [])
     max_children = max(2, int(ctx.get("max_children", 5)))
     refined = bool(ctx.get("previous")) or bool(ctx.get("feedback"))
-    count = min(max_children, 2 + _hash("count", strategy, title) % 4)
+    count = min(max_children, 3 + _hash("count", strategy, title) % 3)  # schema: at least 3
     if refined and count < max_children:
         count += 1  # a refinement covers one more facet
     topic = topic_of(title, goal)
