@@ -51,21 +51,23 @@ NEUTRAL = {"specificity": 0.5, "non_overlap": 0.5, "coverage": 0.5, "feedback": 
 
 def decompose_req_for(*, goal: str, path: Sequence[str], title: str, description: str,
                       preference: str, max_children: int, feedback: Iterable[str] = (),
-                      previous: list[dict] | None = None, elsewhere: Iterable[str] = (),
+                      previous: list[dict] | None = None, parent_split: Iterable[str] = (),
                       seed: int | None = None) -> LLMRequest:
-    """``path``: titles from the goal down to the parent of this node (empty at the root)."""
+    """``path``: titles from the goal down to the parent of this node (empty at the root);
+    ``parent_split``: the parent's accepted split, this node among it."""
     return decompose_request(
         goal=goal, path=list(path), title=title, description=description,
         strategy=strategy_for(preference, goal, title, description), max_children=max_children,
-        feedback=feedback, previous=previous, elsewhere=list(elsewhere)[:ELSEWHERE_MAX], seed=seed,
+        feedback=feedback, previous=previous, parent_split=parent_split, seed=seed,
     )
 
 
 def subgoals_for(answer: dict, *, title: str, ancestors: Sequence[str], max_children: int,
                  elsewhere: Sequence[str] = ()) -> list[dict]:
     """The usable subgoals of a decomposition answer. Subgoals that restate the node or an
-    ancestor, repeat a sibling, or carry placeholders or non-words are dropped (the rest can
-    still be a good split); ``LLMBadOutput`` when fewer than two remain."""
+    ancestor, repeat a sibling or a title in another branch (``elsewhere``), or carry
+    placeholders or non-words are dropped (the rest can still be a good split);
+    ``LLMBadOutput`` when fewer than two remain."""
     subgoals = parse_decomposition(answer, max_children=max_children)
     kept: list[dict] = []
     dropped: list[str] = []
@@ -74,6 +76,8 @@ def subgoals_for(answer: dict, *, title: str, ancestors: Sequence[str], max_chil
         if problem is None and any(check_split(title, [k["title"], s["title"]]).duplicates
                                    for k in kept):
             problem = f"'{s['title'][:40]}' overlaps another subgoal"
+        if problem is None and check_split(title, [s["title"]], elsewhere=elsewhere).cross:
+            problem = f"'{s['title'][:40]}' repeats another part of the plan"
         if problem:
             dropped.append(problem)
         else:
@@ -196,7 +200,7 @@ def decompose_req(tree: Tree, task: ProposeTask | RefineTask, strategy: str, see
     return decompose_req_for(
         goal=goal_title(tree, n), path=_above(tree, n), title=n.title,
         description=n.description, preference=strategy, max_children=n.params.max_children,
-        feedback=feedback or [], previous=previous, elsewhere=elsewhere_titles(tree, n), seed=seed,
+        feedback=feedback or [], previous=previous, parent_split=_split_of(tree, n), seed=seed,
     )
 
 

@@ -57,12 +57,28 @@ def test_the_executor_sees_its_siblings_and_the_parents_split():
     assert req.context["path"] == [JAPAN, "Tokyo"]
 
 
-def test_the_scorer_and_decomposer_see_other_branches():
+def test_the_decomposer_sees_the_parents_split_and_the_scorer_other_branches():
     tree, g, top, sub = two_level_tree()
     kyoto = tree.node(f"{top.id}/1")
     req = work.decompose_req(tree, ProposeTask(kyoto), "by phase", 1)
-    assert "Other parts of the plan, already covered:" in req.prompt and "Osaka" in req.prompt
-    assert "Day 1: arrival" in req.context["elsewhere"]
+    assert '"Plan a two-week trip to Japan" was split into: 1. Tokyo; 2. Kyoto (this task); 3. Osaka' in req.prompt
+    assert "Day 1: arrival" not in req.prompt  # far branches are not shown (models copy them)
+    prop = fold_props(tree, kyoto)
+    sreq = work.score_req(tree, kyoto, prop, "me", 1)
+    assert "Other parts of the plan:" in sreq.prompt and "Day 1: arrival" in sreq.prompt
+    # a proposer's subgoal that repeats another branch is dropped
+    answer = {"subgoals": [{"title": "Day 1: arrival", "description": ""},
+                           {"title": "Fushimi Inari shrine", "description": ""},
+                           {"title": "Gion district walk", "description": ""}]}
+    p = work.proposal_from(answer, ProposeTask(kyoto), "by place", tree)
+    assert [s.title for s in p.subgoals] == ["Fushimi Inari shrine", "Gion district walk"]
+
+
+def fold_props(tree, node):
+    from agent.core.tree import ProposalView
+
+    return ProposalView("p", "a", "by place", None, 0,
+                        [{"title": "Day 1: arrival", "description": ""}, {"title": "Gion", "description": ""}])
 
 
 def test_proposals_never_claim_atomicity_and_strategies_suit_the_node():

@@ -146,7 +146,8 @@ class GoalRun:
                 goal=self.goal.title, path=ancestors, title=n.title, description=n.description,
                 preference=preference, max_children=self.cfg.max_children,
                 feedback=[previous["feedback"]] if previous and previous.get("feedback") else (),
-                previous=previous["subgoals_full"] if previous else None, elsewhere=elsewhere,
+                previous=previous["subgoals_full"] if previous else None,
+                parent_split=[c.title for c in n.parent.children] if n.parent else (),
                 seed=_seed(self.cfg.seed, "split", n.title, preference, attempt, bool(previous)))
             try:
                 subs = work.subgoals_for(await self.ask(req), title=n.title,

@@ -1,4 +1,6 @@
-"""Pure functions that build LLM requests and check the answers.
+"""Pure functions that build LLM requests and check the answers: decompose, score, atomic
+(is a node doable in one sitting), execute (a leaf, with its siblings in view) and synthesize
+(a node's answer from its children's). docs/quality.md explains the choices.
 
 The schemas are written for constrained decoding by a very small model (SmolLM2-135M): every
 array has minItems/maxItems and every string a maxLength, so the grammar itself ends the answer
@@ -209,21 +211,26 @@ def decompose_request(
     max_children: int,
     feedback: Iterable[str] = (),
     previous: list[dict] | None = None,
-    elsewhere: Iterable[str] = (),
+    parent_split: Iterable[str] = (),
     seed: int | None = None,
 ) -> LLMRequest:
-    """``elsewhere``: titles in other branches of the plan, which the split must not repeat."""
+    """``parent_split``: the titles of the parent's accepted split, this task among them, so
+    the split stays inside this task's scope. Titles of farther branches are not shown: models
+    copied them into their split (measured); ``agent.work.subgoals_for`` drops such copies."""
     feedback = [str(f) for f in feedback if str(f).strip()]
-    elsewhere = [str(t) for t in elsewhere if str(t).strip()]
+    parent_split = [str(t) for t in parent_split if str(t).strip()]
     lines = [f"Goal: {_clip(goal, 200)}"]
     where = _path_line(path)
     if where:
         lines.append(f"Part of: {where}")
+    if len(parent_split) > 1:
+        parent = path[-1] if path else goal
+        lines.append(f"\"{_clip(parent, 80)}\" was split into: " + "; ".join(
+            f"{i}. {_clip(t, 60)}" + (" (this task)" if t == title else "")
+            for i, t in enumerate(parent_split[:8], 1)))
     lines.append(f"Task to split: {_clip(title, TITLE_MAX)}")
     if description.strip():
         lines.append(f"Details: {_clip(description, 300)}")
-    if elsewhere:
-        lines.append(f"Other parts of the plan, already covered: {_listing(elsewhere)}")
     lines.append(f"Split the task {strategy_hint(strategy)}.")
     if previous:
         lines.append("A reviewer criticised this earlier split:")
@@ -241,7 +248,7 @@ def decompose_request(
         f"Write {count} subgoals of this task. Rules: each title is a short action (3 to 8 "
         "words) that names one concrete piece of the task; no two "
         "subgoals cover the same thing; no subgoal repeats the task itself"
-        + (" or the other parts of the plan" if elsewhere else "")
+        + (" or the other parts of the split above" if len(parent_split) > 1 else "")
         + "; together they complete the task; use the real names from the goal, never "
         "placeholders in brackets. Each description says in one sentence what exactly to do."
     )
@@ -260,7 +267,7 @@ def decompose_request(
             "max_children": max_children,
             "feedback": feedback,
             "previous": [dict(s) for s in previous] if previous is not None else None,
-            "elsewhere": elsewhere,
+            "parent_split": parent_split,
             "seed": seed,
         },
         max_tokens=token_budget(schema),
