@@ -128,9 +128,11 @@ def atomic_from(answer: dict) -> bool:
 
 def execute_req_for(*, goal: str, path: Sequence[str], title: str, description: str,
                     siblings: Iterable[str] = (), parent_split: Iterable[str] = (),
+                    decided: Iterable[tuple[str, str]] = (),
                     seed: int | None = None) -> LLMRequest:
     return execute_request(goal=goal, path=list(path), title=title, description=description,
-                           siblings=siblings, parent_split=parent_split, seed=seed)
+                           siblings=siblings, parent_split=parent_split, decided=decided,
+                           seed=seed)
 
 
 def result_text_for(answer: dict, *, goal: str, strict: bool = True) -> str:
@@ -255,10 +257,13 @@ def _split_of(tree: Tree, node: NodeView) -> list[str]:
 
 def execute_req(tree: Tree, node: NodeView, seed: int | None) -> LLMRequest:
     split = _split_of(tree, node)
+    parent = tree.node(node.parent) if node.parent else None
+    decided = [(c.title, child_answer(c)) for c in (parent.children if parent else [])
+               if c.id != node.id and child_answer(c)]
     return execute_req_for(
         goal=goal_title(tree, node), path=_above(tree, node), title=node.title,
         description=node.description, siblings=[t for t in split if t != node.title],
-        parent_split=split, seed=seed,
+        parent_split=split, decided=decided, seed=seed,
     )
 
 

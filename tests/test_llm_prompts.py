@@ -215,6 +215,7 @@ def test_execute_request_and_parse_execution():
         "Booked Hotel A.\n- 3 nights."
     # cut at the grammar's bound mid-sentence: ends at the last whole sentence
     assert parse_execution({"result": "Booked Hotel A. Then we take the"}) == "Booked Hotel A."
+    assert parse_execution({"result": "}I booked it."}) == "I booked it."  # debris seen
     assert len(parse_execution({"result": "Word. " * 1000})) <= 4000
 
 

@@ -95,6 +95,16 @@ def test_proposals_never_claim_atomicity_and_strategies_suit_the_node():
         work.proposal_from(bad, ProposeTask(kyoto), "by place", tree)
 
 
+def test_the_executor_sees_what_done_siblings_decided():
+    tree, g, top, sub = two_level_tree(done=True)
+    leaf = tree.node(f"{sub.id}/2")
+    req = work.execute_req(tree, leaf, 1)
+    assert "Already decided in the other subgoals" in req.prompt
+    assert "- Day 1: arrival: Result 0 is done." in req.prompt
+    assert ["Visit Asakusa", "Result 1 is done."] in req.context["decided"]
+    assert all(d[0] != "Shinjuku at night" for d in req.context["decided"])  # not itself
+
+
 def test_a_node_with_all_children_done_gets_a_synthesis_request():
     tree, g, top, sub = two_level_tree(done=True)
     tokyo = tree.node(f"{top.id}/0")

@@ -227,7 +227,10 @@ class GoalRun:
             req = work.execute_req_for(goal=self.goal.title, path=n.path(), title=n.title,
                                        description=n.description,
                                        siblings=[t for t in split if t != n.title],
-                                       parent_split=split, seed=_seed(self.cfg.seed, "exec", n.title, attempt))
+                                       parent_split=split,
+                                       decided=[(c.title, c.result) for c in (n.parent.children if n.parent else [])
+                                                if c is not n and c.result],
+                                       seed=_seed(self.cfg.seed, "exec", n.title, attempt))
             try:
                 n.result = work.result_text_for(await self.ask(req), goal=self.goal.title,
                                                 strict=attempt < self.cfg.attempts - 1)

@@ -489,12 +489,16 @@ def execute_request(
     description: str,
     siblings: Iterable[str] = (),
     parent_split: Iterable[str] = (),
+    decided: Iterable[tuple[str, str]] = (),
     seed: int | None = None,
 ) -> LLMRequest:
     """``parent_split``: the titles of the parent's accepted split (this task among them);
-    ``siblings``: the others, done by other executors, which this result must not repeat."""
+    ``siblings``: the others, done by other executors, which this result must not repeat;
+    ``decided``: (title, result) of siblings already done, so this result agrees with them
+    (leaves deciding alone gave one conference three different dates)."""
     siblings = [str(t) for t in siblings if str(t).strip()]
     parent_split = [str(t) for t in parent_split if str(t).strip()]
+    decided = [(str(t), str(r)) for t, r in decided if str(r).strip()]
     lines = [f"Goal: {_clip(goal, 200)}"]
     where = _path_line(path)
     if where:
@@ -506,6 +510,9 @@ def execute_request(
     lines.append(f"Your task: {_clip(title, TITLE_MAX)}")
     if description.strip():
         lines.append(f"Details: {_clip(description, 400)}")
+    if decided:
+        lines.append("Already decided in the other subgoals (stay consistent with it):")
+        lines.extend(f"- {_clip(t, 50)}: {_clip(r, 160)}" for t, r in decided[:4])
     if siblings:
         lines.append("Do only your task: the other subgoals are done by others, do not repeat them.")
     lines.append(
@@ -520,7 +527,8 @@ def execute_request(
         prompt="\n".join(lines),
         schema=schema,
         context={"goal": goal, "path": list(path), "title": title, "description": description,
-                 "siblings": siblings, "parent_split": parent_split, "seed": seed},
+                 "siblings": siblings, "parent_split": parent_split,
+                 "decided": [list(d) for d in decided], "seed": seed},
         max_tokens=token_budget(schema),
         temperature=0.7,
         seed=seed,
@@ -531,7 +539,8 @@ def _prose(raw: Any, what: str, limit: int) -> str:
     if not isinstance(raw, str):
         raise LLMBadOutput(f"{what} has no text")
     lines = [" ".join(line.split()) for line in raw.splitlines()]
-    text = "\n".join(line for line in lines if line).strip()
+    # stray JSON/bracket debris before the first word ("}I will confirm ...", seen)
+    text = "\n".join(line for line in lines if line).strip().lstrip("{}[],;:)").strip()
     if not text:
         raise LLMBadOutput(f"{what} is empty")
     if len(text) > limit:
