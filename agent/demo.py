@@ -38,6 +38,9 @@ class DemoConfig:
     timeout: float = 1800.0
     out_dir: Path | None = None
     scripted_latency: float = 0.2
+    model: str | None = None  # embedded model name or GGUF path (SWARM_LLAMACPP_MODEL)
+    out_markdown: Path | None = None  # also write the final plan here
+    out_json: Path | None = None  # also write the final tree JSON here
     metrics: bool = False  # give every agent a /metrics port on 127.0.0.1
     web: bool = True  # the observers serve the web page on 127.0.0.1 (agent.web)
     keep: bool = False  # after the plan is done, keep the swarm (and its web page) up until Ctrl-C
@@ -97,8 +100,28 @@ def child_env(cfg: DemoConfig, c: Child, everyone: list[Child], idx: int) -> dic
         "SWARM_SCORERS": str(cfg.scorers), "SWARM_SCRIPTED_LATENCY": str(cfg.scripted_latency),
         "SWARM_STRATEGY": DEFAULT_STRATEGIES[idx % len(DEFAULT_STRATEGIES)],
     })
+    if cfg.model:
+        env["SWARM_LLAMACPP_MODEL"] = cfg.model
     env.update(cfg.extra_env)
     return env
+
+
+def llm_used(log_dir: Path) -> str:
+    """Which backend and model the agents selected, read from their logs (llm.selected)."""
+    import json
+
+    seen: set[str] = set()
+    for log in sorted(log_dir.glob("*.log")):
+        for line in log.read_text(errors="replace").splitlines():
+            if '"llm.selected"' not in line:
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            model = str(rec.get("model") or "")
+            seen.add(f"{rec.get('backend', '?')} {Path(model).name if '/' in model else model}".strip())
+    return ", ".join(sorted(seen)) or "unknown"
 
 
 def start_one(cfg: DemoConfig, c: Child, children: list[Child], log_dir: Path) -> None:
@@ -192,13 +215,25 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, console: Co
         return 1, f"plan not done after {cfg.timeout:.0f}s: " + ", ".join(f"{k}={v}" for k, v in tree.counts().items() if v)
     console.print(rich_tree(tree))
     console.rule("Final plan")
-    console.print(markdown_plan(tree, goal.id), markup=False, highlight=False)
+    plan_md = markdown_plan(tree, goal.id)
+    console.print(plan_md, markup=False, highlight=False)
+    if cfg.out_markdown is not None:
+        cfg.out_markdown.parent.mkdir(parents=True, exist_ok=True)
+        cfg.out_markdown.write_text(plan_md)
+        console.print(f"plan written to {cfg.out_markdown}", markup=False, highlight=False)
+    if cfg.out_json is not None:
+        import orjson
+
+        cfg.out_json.parent.mkdir(parents=True, exist_ok=True)
+        cfg.out_json.write_bytes(orjson.dumps(tree.to_json(), option=orjson.OPT_INDENT_2))
+        console.print(f"tree JSON written to {cfg.out_json}", markup=False, highlight=False)
     log_path = root / "events.jsonl"
     with open(log_path, "wb") as fh:
         for raw in rt.store.read_from(0, len(rt.store)):
             fh.write(raw.rstrip(b"\n") + b"\n")
-    console.print(f"done in {time.monotonic() - t_goal:.1f}s; {len(rt.plan)} events; digest {tree.digest}; "
-                  f"event log {log_path}", markup=False, highlight=False)
+    console.print(f"done in {time.monotonic() - t_goal:.1f}s (goal to plan; {t_goal - t0:.1f}s to start "
+                  f"the agents) with LLM {llm_used(root / 'logs')}; {len(rt.plan)} events; digest "
+                  f"{tree.digest}; event log {log_path}", markup=False, highlight=False)
     return 0, ""
 
 

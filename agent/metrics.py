@@ -243,6 +243,21 @@ LLM_ERRORS = Counter(
     registry=REGISTRY,
 )
 
+LLM_TOKENS = Counter(
+    "swarm_llm_tokens",
+    "Tokens of answered LLM requests (a backend's rejected attempts included), by role and kind (prompt|completion)",
+    ["role", "kind"],
+    registry=REGISTRY,
+)
+TOKEN_KINDS = ("prompt", "completion")
+
+
+def count_tokens(role: str, prompt_tokens: int, completion_tokens: int) -> None:
+    """Add one answer's tokens to ``swarm_llm_tokens_total{role,kind}``."""
+    LLM_TOKENS.labels(role=role, kind="prompt").inc(max(0, prompt_tokens))
+    LLM_TOKENS.labels(role=role, kind="completion").inc(max(0, completion_tokens))
+
+
 for _t in EVENT_TYPES:
     EVENTS.labels(type=_t)
     EVENTS_PUBLISHED.labels(type=_t)

@@ -1,6 +1,8 @@
-"""Show a plan tree on a terminal (rich) and as a Markdown plan."""
+"""Show a plan tree on a terminal (rich) and as one Markdown document."""
 
 from __future__ import annotations
+
+from typing import Any, Mapping
 
 from rich.text import Text
 from rich.tree import Tree as RichTree
@@ -45,22 +47,49 @@ def rich_tree(tree: Tree) -> RichTree:
     return top
 
 
-def markdown_plan(tree: Tree, goal_id: str | None = None) -> str:
-    lines: list[str] = []
+def _text(value: Any) -> str:
+    if isinstance(value, Mapping):
+        value = value.get("output") or value.get("text")
+    return str(value or "").strip()
 
-    def add(n: NodeView) -> None:
-        hashes = "#" * min(6, n.depth + 1)
-        lines.append(f"{hashes} {n.title}")
-        if n.description:
-            lines.append(f"_{n.description}_")
+
+def markdown_from_json(root: Mapping[str, Any]) -> str:
+    """One Markdown document for a plan given as JSON (a ``NodeView.to_json()`` goal, or a node
+    of the quality benchmark): the goal, its executive summary (the root's synthesised answer)
+    when there is one, then numbered sections. A node shows its own answer where it has one,
+    a leaf its result, so the document reads top-down as one plan rather than leaf texts in a
+    row."""
+    lines: list[str] = [f"# {root.get('title', '').strip()}", ""]
+    if str(root.get("description") or "").strip():
+        lines += [f"_{root['description'].strip()}_", ""]
+    summary = _text(root.get("answer"))
+    if summary:
+        lines += ["## Summary", "", summary, ""]
+    elif not root.get("children") and _text(root.get("result")):
+        lines += [_text(root.get("result")), ""]
+
+    def add(n: Mapping[str, Any], number: str, depth: int) -> None:
+        hashes = "#" * min(6, depth + 1)
+        lines.append(f"{hashes} {number} {str(n.get('title', '')).strip()}")
         lines.append("")
-        if n.result:
-            lines.append(n.result["output"].strip())
-            lines.append("")
-        for c in n.children:
-            add(c)
+        body = _text(n.get("answer")) or _text(n.get("result"))
+        if body:
+            lines.extend([body, ""])
+        elif not n.get("children"):
+            lines.extend(["_(not done yet)_", ""])
+        for i, c in enumerate(n.get("children") or (), 1):
+            add(c, f"{number}{i}.", depth + 1)
 
-    for r in tree.roots:
-        if goal_id is None or r.id == goal_id:
-            add(r)
+    children = root.get("children") or ()
+    if children and summary:
+        lines += ["## The plan", ""]
+    for i, c in enumerate(children, 1):
+        add(c, f"{i}.", 2 if summary else 1)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def markdown_plan(tree: Tree, goal_id: str | None = None) -> str:
+    """The final plan(s) of ``tree`` as Markdown (see ``markdown_from_json``)."""
+    docs = [markdown_from_json(r.to_json()) for r in tree.roots
+            if goal_id is None or r.id == goal_id]
+    return "\n".join(docs)

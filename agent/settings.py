@@ -139,7 +139,10 @@ class Settings(BaseSettings):
     ollama_model: str = "llama3.2:1b"
     llm_timeout: float = Field(120.0, gt=0)
     llm_retries: int = Field(3, ge=0, le=20)
-    llamacpp_model: Path | None = None
+    # an embedded model's name (smollm2-135m, qwen2.5-0.5b, qwen2.5-1.5b) or a GGUF path;
+    # unset: qwen2.5-1.5b when installed, else smollm2-135m (agent.llm.models.resolve)
+    llamacpp_model: str | None = None
+    model_dir: Path | None = Field(None, description="where split embedded models are assembled")
     llamacpp_threads: int = Field(1, ge=1, le=64)
     llamacpp_ctx: int = Field(2048, ge=256, le=32768)
     scripted_latency: float = Field(0.0, ge=0)
@@ -180,6 +183,11 @@ class Settings(BaseSettings):
         if isinstance(v, (str, Path)) and "{" in str(v):
             return expand_data_dir(str(v))
         return v
+
+    @field_validator("llamacpp_model", mode="before")
+    @classmethod
+    def _model_as_text(cls, v: object) -> object:
+        return str(v) if isinstance(v, Path) else v
 
     @field_validator("peers", mode="before")
     @classmethod

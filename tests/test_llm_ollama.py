@@ -65,8 +65,9 @@ def decompose(seed=None):
 
 
 GOOD_SPLIT = {"subgoals": [
-    {"title": "Tokyo", "description": "Three days", "atomic": False},
-    {"title": "Kyoto", "description": "Temples", "atomic": True},
+    {"title": "Tokyo", "description": "Three days"},
+    {"title": "Kyoto", "description": "Temples"},
+    {"title": "Osaka", "description": "Food"},
 ]}
 
 
@@ -140,11 +141,11 @@ async def test_always_invalid_gives_bad_output_after_all_attempts(fake):
 
 async def test_generate_parsed_asks_again_when_the_split_is_unusable(fake):
     llm = make(fake.url, retries=0)
-    same = {"subgoals": [{"title": "Japan", "description": "", "atomic": True}] * 2}
+    same = {"subgoals": [{"title": "Japan", "description": ""}] * 3}
     fake.replies.extend([same, GOOD_SPLIT])
     parse = lambda a: parse_decomposition(a, max_children=4)  # noqa: E731
     assert [s["title"] for s in await generate_parsed(llm, decompose(seed=3), parse)] == \
-        ["Tokyo", "Kyoto"]
+        ["Tokyo", "Kyoto", "Osaka"]
     assert [r["options"]["seed"] for r in fake.chat_requests()] == [3, 3 + 104_729]
     fake.replies.extend([same] * 3)
     with pytest.raises(LLMBadOutput, match="at least 2"):
@@ -232,7 +233,7 @@ async def test_make_llm_direct_choices(fake):
     assert not fake.requests  # selecting directly does not probe
     await direct.aclose()
     embedded = await make_llm(settings(llm="llamacpp"))
-    assert isinstance(embedded, LlamaCppLLM) and embedded.model.endswith(".gguf")
+    assert isinstance(embedded, LlamaCppLLM) and embedded.path.suffix == ".gguf"
     await embedded.aclose()
 
 

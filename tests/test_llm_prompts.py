@@ -99,14 +99,15 @@ def test_max_tokens_cover_the_worst_case_answer():
 
 def test_decompose_request_carries_prompt_and_context():
     req = decompose_request(goal=GOAL, path=[GOAL], title="Kyoto", description="temples",
-                            strategy="by activity", max_children=4, seed=9)
+                            strategy="by component", max_children=4, seed=9)
     assert req.kind == "decompose" and req.seed == 9
     assert req.schema["properties"]["subgoals"]["maxItems"] == 4
-    assert req.schema["properties"]["subgoals"]["minItems"] == 2
+    assert req.schema["properties"]["subgoals"]["minItems"] == 3  # a restated task is dropped
+    assert prompts.decomposition_schema(2)["properties"]["subgoals"]["minItems"] == 2
     assert "Kyoto" in req.prompt and "temples" in req.prompt
-    assert prompts.STRATEGY_HINTS["by activity"] in req.prompt
-    assert "2 to 4" in req.prompt
-    assert req.context["title"] == "Kyoto" and req.context["strategy"] == "by activity"
+    assert prompts.STRATEGY_HINTS["by component"] in req.prompt
+    assert "3 to 4 subgoals" in req.prompt
+    assert req.context["title"] == "Kyoto" and req.context["strategy"] == "by component"
     assert req.context["max_children"] == 4 and req.context["previous"] is None
     assert req.context["feedback"] == []
     unknown = decompose_request(goal=GOAL, path=[], title=GOAL, description="",
@@ -134,10 +135,12 @@ def test_decompose_request_rejects_max_children_below_two():
 
 def test_parse_decomposition_accepts_a_good_answer():
     answer = {"subgoals": [
-        {"title": "Tokyo", "description": "Three days in Tokyo", "atomic": False},
-        {"title": "Kyoto", "description": "Temples", "atomic": True},
+        {"title": "Tokyo", "description": "Three days in Tokyo"},
+        {"title": "Kyoto", "description": "Temples"},
     ]}
-    assert parse_decomposition(answer, max_children=5) == answer["subgoals"]
+    # atomic is never taken from the proposer
+    assert parse_decomposition(answer, max_children=5) == [
+        {**s, "atomic": False} for s in answer["subgoals"]]
 
 
 def test_parse_decomposition_cleans():
@@ -208,9 +211,12 @@ def test_execute_request_and_parse_execution():
                           description="near a station", seed=2)
     assert req.kind == "execute" and "Book a hotel in Tokyo" in req.prompt
     assert "Tokyo" in req.prompt.splitlines()[1]
-    assert parse_execution({"result": "  Booked   Hotel A.\n\n - 3 nights "}) == \
-        "Booked Hotel A.\n- 3 nights"
-    assert len(parse_execution({"result": "y" * 5000})) == 4000
+    assert parse_execution({"result": "  Booked   Hotel A.\n\n - 3 nights. "}) == \
+        "Booked Hotel A.\n- 3 nights."
+    # cut at the grammar's bound mid-sentence: ends at the last whole sentence
+    assert parse_execution({"result": "Booked Hotel A. Then we take the"}) == "Booked Hotel A."
+    assert parse_execution({"result": "}I booked it."}) == "I booked it."  # debris seen
+    assert len(parse_execution({"result": "Word. " * 1000})) <= 4000
 
 
 @pytest.mark.parametrize("answer", [{"result": ""}, {"result": " \n "}, {"result": 3}, {}, [1]])
@@ -221,13 +227,14 @@ def test_parse_execution_rejects_empty_results(answer):
 
 def test_validator():
     schema = prompts.decomposition_schema(3)
-    good = {"subgoals": [{"title": "abc", "description": "", "atomic": True}] * 2}
+    good = {"subgoals": [{"title": "abc", "description": ""}] * 3}
     assert validate(good, schema) is good
-    assert schema_errors({"subgoals": [{"title": "abc", "description": "", "atomic": 1}] * 2},
+    assert schema_errors({"subgoals": [{"title": "abc", "description": 1}] * 3}, schema)
+    assert schema_errors({"subgoals": [{"title": "abc", "description": "", "atomic": True}] * 3},
                          schema)
-    assert schema_errors({"subgoals": [{"title": "ab", "description": "", "atomic": True}] * 2},
-                         schema)
-    assert schema_errors({"subgoals": good["subgoals"] * 2}, schema)  # 4 > maxItems 3
+    assert schema_errors({"subgoals": [{"title": "ab", "description": ""}] * 3}, schema)
+    assert schema_errors({"subgoals": good["subgoals"][:2]}, schema)  # 2 < minItems 3
+    assert schema_errors({"subgoals": good["subgoals"] * 2}, schema)  # 6 > maxItems 3
     assert schema_errors({"subgoals": good["subgoals"], "extra": 1}, schema)
     assert schema_errors({}, schema)
     score = prompts.score_schema()

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -134,7 +135,11 @@ def test_deeper_splits_do_not_repeat_the_parent():
         children = split(title=parent["title"], path=[GOAL, parent["title"]], strategy="by place")
         titles = [c["title"].casefold() for c in children]
         assert parent["title"].casefold() not in titles
-        assert all(c["atomic"] for c in children)  # at depth 2 everything is a leaf
+        # atomicity is judged, not proposed: the scripted judge calls depth-2 nodes one sitting
+        for c in children:
+            req = prompts.atomic_request(goal=GOAL, path=[GOAL, parent["title"]], title=c["title"],
+                                         description="")
+            assert prompts.parse_atomic(scripted_answer(req)) is True
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -228,3 +233,47 @@ async def test_scripted_llm_sleeps_its_latency_and_answers(autojump_clock):
     assert answer == scripted_answer(req)
     assert llm.calls == 1
     await llm.aclose()
+
+
+async def test_complete_counts_tokens_deterministically_and_generate_wraps_it():
+    from agent.llm.base import Answer
+
+    llm = ScriptedLLM()
+    req = prompts.execute_request(goal=GOAL, path=[GOAL], title="Book a hotel", description="")
+    a1, a2 = await llm.complete(req), await llm.complete(req)
+    assert isinstance(a1, Answer) and a1 == a2
+    assert a1.prompt_tokens > 20 and a1.completion_tokens > 5
+    assert await llm.generate(req) == a1.value
+
+
+async def test_a_backend_that_only_generates_gets_estimated_counts():
+    from agent.llm.base import LLM
+
+    class Old(LLM):
+        async def generate(self, req):
+            return {"result": "Done."}
+
+    class Neither(LLM):
+        pass
+
+    req = prompts.execute_request(goal=GOAL, path=[], title="t", description="")
+    a = await Old().complete(req)
+    assert a.value == {"result": "Done."} and a.prompt_tokens > 0 and a.completion_tokens > 0
+    with pytest.raises(NotImplementedError):
+        await Neither().complete(req)
+
+
+def test_token_metric():
+    from agent import metrics
+
+    before = metrics.LLM_TOKENS.labels(role="executor", kind="prompt")._value.get()
+    metrics.count_tokens("executor", 120, 30)
+    assert metrics.LLM_TOKENS.labels(role="executor", kind="prompt")._value.get() == before + 120
+    assert metrics.LLM_TOKENS.labels(role="executor", kind="completion")._value.get() >= 30
+
+
+def test_scripted_answers_atomic_and_synthesis_requests():
+    for req in (prompts.atomic_request(goal=GOAL, path=[GOAL], title="Book a hotel", description=""),
+                prompts.synthesis_request(goal=GOAL, path=[], title=GOAL, description="",
+                                          children=[("Tokyo", "Three days.")])):
+        assert schema_errors(scripted_answer(req), req.schema) == []

@@ -45,9 +45,6 @@ class Decomposer(Behaviour):
             return False, None, closed  # the next rounds vote LEAF: splits no longer help
         mine = [p for p in n.proposals if p.author == self.me]
         if not mine:
-            # a node its proposer called atomic is first judged as it is; split if that fails
-            if n.atomic and closed == 0:
-                return False, None, closed
             return True, None, closed
         # after a restart, assume the newest split answers what had closed by then
         done = self.answered_closed.setdefault(n.id, closed)
@@ -97,7 +94,7 @@ class Decomposer(Behaviour):
             return [log("info", "node moved on while thinking; split dropped", node=job.node)]
         if isinstance(answer, LLMReply):
             try:
-                body = work.proposal_from(answer.value, n, self.strategy, job.refines)
+                body = work.proposal_from(answer.value, n, self.strategy, job.refines, tree)
             except LLMBadOutput as exc:
                 answer = exc
             else:

@@ -157,7 +157,8 @@ class Executor(Behaviour):
         if isinstance(answer, LLMReply):
             last = t.attempt + 1 >= self.timing.attempts
             try:
-                body = work.result_from(answer.value, n, t.claim, strict=not last,
+                body = work.result_from(answer.value, tree, n, t.claim, strict=not last,
+                                        synthesis=n.task is TaskKind.SYNTHESIS,
                                         prompt_tokens=answer.prompt_tokens,
                                         completion_tokens=answer.completion_tokens)
             except LLMBadOutput as exc:

@@ -46,7 +46,7 @@ class _Obs:
 class _Job:
     ticket: int
     node: str
-    proposal: str
+    proposal: str | None  # None: the judgment whether the node can be done as it is
 
 
 class Scorer(Behaviour):
@@ -58,6 +58,7 @@ class Scorer(Behaviour):
         self.decomposers = decomposers  # competing splits to wait for in round 1, at least
         self.known_decomposers = 0  # decomposers that announced themselves
         self.verdicts: dict[str, Verdict] = {}
+        self.atomic: dict[str, bool] = {}  # node -> can it be done as it is, in one sitting?
         self.obs: dict[str, _Obs] = {}
         self.job: _Job | None = None
 
@@ -157,7 +158,7 @@ class Scorer(Behaviour):
             return fallback_value(n)  # rounds ran out: converge on what every peer can compute
         if not self._table_ready(n, o, r, now, wake):
             return None
-        if any(p.id not in self.verdicts for p in n.proposals):
+        if any(p.id not in self.verdicts for p in n.proposals) or self._needs_atomic(n):
             return None  # still judging: the decision is taken with every split on the table
         return self._best(n, r)
 
@@ -167,8 +168,8 @@ class Scorer(Behaviour):
         for refinements."""
         tm = self.timing
         if not n.proposals:
-            if n.atomic and r == 1:
-                return True  # judged as it is first; decomposers hold back for it
+            if self.atomic.get(n.id) and r == 1:
+                return True  # judged doable as it is: no need to wait for splits
             if now >= o.seen + tm.open_timeout_ms:
                 return True  # nobody proposes: vote anyway, rounds run out into LEAF
             wake.append(o.seen + tm.open_timeout_ms)
@@ -193,6 +194,8 @@ class Scorer(Behaviour):
         return False
 
     def _best(self, n: NodeView, r: int) -> str:
+        if r == 1 and self.leaf_ok(n):
+            return LEAF  # judged doable in one sitting: splitting it further would not help
         ok = [p.id for p in n.proposals if self.verdicts[p.id].acceptable]
         if r > 1:
             leader = public_leader(n, r)
@@ -206,16 +209,24 @@ class Scorer(Behaviour):
             return LEAF
         return NIL
 
+    def _needs_atomic(self, n: NodeView) -> bool:
+        """Below the goal, every elector judges for itself whether a node can be done as it is
+        (the proposer's word is not trusted: small models call everything atomic)."""
+        return n.depth >= 1 and n.id not in self.atomic
+
     def leaf_ok(self, n: NodeView) -> bool:
-        """Whether this node can be executed as it is. For now the proposer's hint, never for a
-        goal itself."""
-        return n.atomic and n.depth >= 1
+        """Whether this node can be executed as it is: this scorer's own judgment (never the
+        goal itself)."""
+        return n.depth >= 1 and self.atomic.get(n.id, False)
 
     # ------------------------------------------------------------------ scoring
     def _next_job(self, tree: Tree) -> list[Effect]:
         for n in tree.walk():
             if not self.votable(n):
                 continue
+            if self._needs_atomic(n):
+                self.job = _Job(self.ticket(), n.id, None)
+                return [Ask(self.job.ticket, work.atomic_req(tree, n, None))]
             for p in n.proposals:
                 if p.id not in self.verdicts:
                     req = work.score_req(tree, n, p, self.me, None)
@@ -229,13 +240,15 @@ class Scorer(Behaviour):
             return []
         self.job = None
         n = tree.node(job.node)
+        if n is not None and job.proposal is None:
+            return self._judged_atomic(n, answer, tree, now)
         p = n.proposal(job.proposal) if n is not None else None
         if n is None or p is None:
             return []
         out: list[Effect] = []
         if isinstance(answer, LLMReply):
             try:
-                verdict = work.verdict_from(answer.value, n, p)
+                verdict = work.verdict_from(answer.value, n, p, tree)
                 self.backoff.reset()
             except LLMBadOutput as exc:
                 answer = exc
@@ -243,7 +256,7 @@ class Scorer(Behaviour):
             out += [Count(Metric.LLM_BAD_OUTPUT),
                     log("info", "LLM judgment unusable; scoring on the checks alone", node=n.id,
                         proposal=p.id, error=str(answer)[:200])]
-            verdict = work.verdict_without_llm(n, p)
+            verdict = work.verdict_without_llm(n, p, tree)
         elif isinstance(answer, LLMError):
             delay = self.backoff.failed(now)
             return [log("warning", "LLM unavailable; backing off", node=n.id, error=str(answer)[:300],
@@ -255,3 +268,20 @@ class Scorer(Behaviour):
                                  non_overlap=verdict.non_overlap, coverage=verdict.coverage,
                                  acceptable=verdict.acceptable, feedback=verdict.feedback)))
         return out + self._poll(tree, now)
+
+    def _judged_atomic(self, n: NodeView, answer: Any, tree: Tree, now: int) -> list[Effect]:
+        if isinstance(answer, LLMReply):
+            try:
+                self.atomic[n.id] = work.atomic_from(answer.value)
+                self.backoff.reset()
+            except LLMBadOutput:
+                answer = LLMBadOutput("unusable")
+        if isinstance(answer, LLMBadOutput):
+            self.atomic[n.id] = False  # when in doubt, split: a leaf too big is the worse error
+        elif isinstance(answer, LLMError):
+            delay = self.backoff.failed(now)
+            return [log("warning", "LLM unavailable; backing off", node=n.id, error=str(answer)[:300],
+                        retry_in_ms=delay)]
+        elif not isinstance(answer, LLMReply):
+            raise TypeError(f"unexpected answer {answer!r}")
+        return [log("info", "judged", node=n.id, atomic=self.atomic[n.id])] + self._poll(tree, now)

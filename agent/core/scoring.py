@@ -1,70 +1,103 @@
-"""Deterministic checks of a proposed split, combined with an LLM's judgment into a vote.
+"""Deterministic checks of a proposed split and of a task result, combined with an LLM's
+judgment into a vote.
 
-The checks catch what a small model gets wrong most often: subgoals that repeat each other,
-subgoals that just repeat the parent, and empty or vague items.
+The checks catch what small models get wrong most often (measured, see docs/quality.md): a
+subgoal that restates its parent or the goal, subgoals that restate each other ("go to Tokyo"
+/ "visit Tokyo"), the same subgoal in another branch of the plan, template placeholders
+("[city]"), titles that are not words, and results that are digit runs, templates or another
+language. Words are compared after normalising and stemming (agent.core.text).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
-STOPWORDS = frozenset(
-    "a an and are as at be by for from in into is it its of on or the to with your you this that "
-    "plan part step task make do get all any each".split()
-)
-VAGUE = frozenset("misc miscellaneous other others stuff things etc various general tbd todo more".split())
-NEAR_DUP = 0.6
-REPEAT = 0.75
+from agent.core import text as tx
+
+VAGUE = tx.VAGUE
+NEAR_DUP = tx.NEAR_DUPLICATE
 APPROVE_THRESHOLD = 0.5
 
 
 def words(text: str) -> frozenset[str]:
-    return frozenset(w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 1 and w not in STOPWORDS)
+    """Normalised, stemmed meaning words of ``text``."""
+    return tx.content_stems(text)
 
 
-def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    if not a and not b:
-        return 1.0
-    return len(a & b) / len(a | b)
+jaccard = tx.jaccard
 
 
 @dataclass(frozen=True)
 class Checks:
     n: int
     duplicates: int  # subgoals that duplicate or nearly duplicate an earlier one
-    repeats_parent: int
-    vague: int
+    repeats_parent: int  # subgoals that restate the parent or another ancestor
+    vague: int  # vague, placeholder or mostly non-word titles
     notes: tuple[str, ...] = field(default_factory=tuple)
+    cross: int = 0  # subgoals that repeat a title in another branch (soft: feedback, score)
+    coverage: float = 1.0  # share of the parent's meaning words the split mentions
+    broken: int = 0  # titles with a placeholder or mostly not words (counted in vague too)
 
     @property
     def hard_fail(self) -> bool:
-        return self.n < 2 or 2 * max(self.duplicates, self.repeats_parent, self.vague) >= self.n
+        # any restated parent, duplicate, placeholder or non-word title fails the split
+        return (self.n < 2 or bool(self.duplicates or self.repeats_parent or self.broken)
+                or 2 * self.vague >= self.n)
 
     @property
     def clean(self) -> bool:
-        return not (self.duplicates or self.repeats_parent or self.vague)
+        return not (self.duplicates or self.repeats_parent or self.vague or self.cross)
 
 
-def check_split(parent_title: str, subgoal_titles: Sequence[str]) -> Checks:
-    parent = words(parent_title)
-    seen: list[frozenset[str]] = []
-    dup = rep = vague = 0
-    notes = []
-    for title in subgoal_titles:
-        w = words(title)
-        if not w or w <= VAGUE or len(title.strip()) < 3 or not re.search(r"[A-Za-z]{3}", title):
+def title_problem(title: str, ancestors: Sequence[str] = ()) -> str | None:
+    """Why one subgoal title is unusable on its own, or None."""
+    t = title.strip()
+    if tx.placeholders(t):
+        return f"'{t[:40]}' has a placeholder ({tx.placeholders(t)[0]})"
+    ws = words(t)
+    if not ws or ws <= VAGUE or len(t) < 3 or tx.mostly_nonwords(t):
+        return f"'{t[:40]}' is vague or not words"
+    for a in ancestors:
+        if a and tx.repeats(t, a):
+            return f"'{t[:40]}' only repeats '{a[:40]}'"
+    return None
+
+
+def check_split(parent_title: str, subgoal_titles: Sequence[str], *,
+                ancestors: Sequence[str] = (), elsewhere: Sequence[str] = (),
+                descriptions: Sequence[str] = ()) -> Checks:
+    """``ancestors``: titles above the parent (the goal first); ``elsewhere``: titles in other
+    branches of the plan (siblings and cousins of the parent, their subgoals)."""
+    dup = rep = vague = broken = 0
+    notes: list[str] = []
+    above = [parent_title, *ancestors]
+    for i, title in enumerate(subgoal_titles):
+        problem = title_problem(title, ())
+        if problem:
             vague += 1
-            notes.append(f"'{title[:40]}' is vague")
-        if w and (w <= parent or jaccard(w, parent) >= REPEAT):
+            broken += bool(tx.placeholders(title) or tx.mostly_nonwords(title))
+            notes.append(problem)
+        if any(a and tx.repeats(title, a) for a in above):
             rep += 1
-            notes.append(f"'{title[:40]}' only repeats the parent")
-        if any(jaccard(w, s) >= NEAR_DUP for s in seen):
+            notes.append(f"'{title[:40]}' only repeats the parent task")
+        if any(tx.near_duplicate(title, s) for s in subgoal_titles[:i]):
             dup += 1
             notes.append(f"'{title[:40]}' overlaps another subgoal")
-        seen.append(w)
-    return Checks(len(subgoal_titles), dup, rep, vague, tuple(notes))
+    crossed = tx.cross_overlaps(subgoal_titles, elsewhere)
+    for t, other in crossed[:3]:
+        notes.append(f"'{t[:40]}' repeats '{other[:40]}' from another part of the plan")
+    parent = words(parent_title)
+    said = frozenset().union(*(words(t) for t in [*subgoal_titles, *descriptions])) if subgoal_titles else frozenset()
+    coverage = len(parent & said) / len(parent) if parent else 1.0
+    return Checks(len(subgoal_titles), dup, rep, vague, tuple(notes), len(crossed),
+                  round(coverage, 3), broken)
+
+
+def cross_branch_feedback(subgoal_titles: Sequence[str], elsewhere: Sequence[str]) -> list[str]:
+    """Feedback lines for scorers: subgoals that repeat work elsewhere in the plan."""
+    return [f"'{t[:50]}' repeats '{o[:50]}' from another part of the plan; give it a distinct scope"
+            for t, o in tx.cross_overlaps(subgoal_titles, elsewhere)]
 
 
 @dataclass(frozen=True)
@@ -89,11 +122,13 @@ LLM_WEIGHT = 0.5  # a small local model's judgment is noisy: the checks carry ha
 
 def combine(llm: dict[str, float | str], checks: Checks, llm_weight: float = LLM_WEIGHT) -> Verdict:
     """Blend the LLM's scores with what the checks measured; feedback lists the checks'
-    findings first. A hard failure of the checks can never be approved."""
+    findings first. A hard failure of the checks can never be approved, and the checks' own
+    non-overlap caps the blended one (a model may not talk duplicates away)."""
     n = max(checks.n, 1)
     own_spec = max(0.0, 1 - checks.vague / n - 0.5 * checks.repeats_parent / n)
-    own_non_overlap = max(0.0, 1 - checks.duplicates / n)
-    own_coverage = min(1.0, checks.n / 3) * (1 - 0.5 * checks.repeats_parent / n)
+    own_non_overlap = max(0.0, 1 - (checks.duplicates + 0.5 * checks.cross) / n)
+    # coverage by the checks: does the split mention what the parent is about (not a count)
+    own_coverage = (0.5 + 0.5 * checks.coverage) * (1 - 0.5 * checks.repeats_parent / n)
     w = llm_weight
     spec = w * float(llm["specificity"]) + (1 - w) * own_spec
     non_overlap = min(w * float(llm["non_overlap"]) + (1 - w) * own_non_overlap, own_non_overlap)
@@ -106,13 +141,22 @@ def combine(llm: dict[str, float | str], checks: Checks, llm_weight: float = LLM
     return Verdict(r(spec), r(non_overlap), r(coverage), feedback, checks.hard_fail)
 
 
-def result_problem(output: str) -> str | None:
-    """Why a task result is unusable (a small model sometimes emits digits or template junk),
-    or None if it reads like prose."""
+def result_problem(output: str, *, english: bool = True) -> str | None:
+    """Why a task result (or a synthesis) is unusable, or None if it reads like prose:
+    too short, placeholders or template braces, digit runs, mostly non-words, another
+    language (when the goal is English), or no complete sentence."""
     text = output.strip()
-    prose = re.findall(r"[A-Za-z]{2,}", text)
-    if len(prose) < 4:
+    if tx.long_digit_run(text) or tx.digit_share(text) > 0.3:
+        return "the result is mostly digits"
+    ws = [w for w in tx.tokens(text) if any(c.isalpha() for c in w) and len(w) >= 2]
+    if len(ws) < 4:
         return "the result has fewer than four words"
-    if "{{" in text or "}}" in text:
+    if "{{" in text or "}}" in text or tx.placeholders(text):
         return "the result contains template placeholders"
+    if tx.nonword_share(text) > 0.3:
+        return "the result is mostly not words"
+    if english and not tx.looks_english(text):
+        return "the result is not in English"
+    if not tx.ends_at_sentence(text):
+        return "the result stops mid-sentence"
     return None

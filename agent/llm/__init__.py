@@ -1,8 +1,10 @@
-"""The LLM layer: one interface (``LLM.generate``), three backends, and the prompts.
+"""The LLM layer: one interface (``LLM.complete`` -> ``Answer`` with token counts;
+``LLM.generate`` -> the answer alone), three backends, and the prompts.
 
 - ``ollama``: the real path (official client, JSON-schema structured output).
-- ``llamacpp``: embedded llama.cpp (xllamacpp) with the SmolLM2 GGUF shipped in a wheel;
-  the fallback when no Ollama server has the model.
+- ``llamacpp``: embedded llama.cpp (xllamacpp) with an embedded GGUF (``agent.llm.models``:
+  SmolLM2 shipped in a wheel, Qwen2.5 assembled from pinned wheels); the fallback when no
+  Ollama server has the model.
 - ``scripted``: a deterministic test double for protocol tests, simulations and benchmarks.
 """
 
@@ -14,6 +16,7 @@ import structlog
 
 from agent.llm.base import (
     LLM,
+    Answer,
     LLMBadOutput,
     LLMError,
     LLMRequest,
@@ -23,17 +26,26 @@ from agent.llm.base import (
     validate,
 )
 from agent.llm.prompts import (
+    atomic_request,
     decompose_request,
     execute_request,
+    parse_atomic,
     parse_decomposition,
     parse_execution,
     parse_score,
+    parse_synthesis,
     score_request,
+    synthesis_request,
 )
 from agent.llm.scripted import ScriptedLLM, scripted_answer
 
 __all__ = [
     "LLM",
+    "Answer",
+    "atomic_request",
+    "parse_atomic",
+    "parse_synthesis",
+    "synthesis_request",
     "LLMBadOutput",
     "LLMError",
     "LLMRequest",

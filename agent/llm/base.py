@@ -16,7 +16,7 @@ from typing import Any, Callable, Literal, Mapping, TypeVar
 
 T = TypeVar("T")
 
-RequestKind = Literal["decompose", "score", "execute"]
+RequestKind = Literal["decompose", "score", "execute", "atomic", "synthesize"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,21 @@ class LLMRequest:
     max_tokens: int = 512
     temperature: float = 0.7
     seed: int | None = None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A schema-valid answer and what it cost, in the backend's own tokens (the scripted double
+    estimates them)."""
+
+    value: dict
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters a token (English BPE tokenizers); for backends that report none."""
+    return max(1, (len(text) + 3) // 4) if text else 0
 
 
 class LLMError(Exception):
@@ -51,9 +66,23 @@ class LLM(abc.ABC):
     backend: str = "?"  # "ollama" | "llamacpp" | "scripted"
     model: str = "?"  # model name or path, for logs
 
-    @abc.abstractmethod
+    async def complete(self, req: LLMRequest) -> Answer:
+        """Answer ``req`` with a dict valid against ``req.schema`` and its token counts (summed
+        over the backend's own retries: they were spent too).
+
+        Backends override this. A backend written before token accounting overrides only
+        ``generate``; its counts are then estimated from the text."""
+        if type(self).generate is LLM.generate:
+            raise NotImplementedError(f"{type(self).__name__} implements neither complete nor generate")
+        value = await self.generate(req)
+        return Answer(value, estimate_tokens(req.system + req.prompt),
+                      estimate_tokens(json.dumps(value, separators=(",", ":"))))
+
     async def generate(self, req: LLMRequest) -> dict:
-        """Answer ``req`` with a dict valid against ``req.schema``."""
+        """``complete`` without the token counts, for callers that do not account for them."""
+        if type(self).complete is LLM.complete:
+            raise NotImplementedError(f"{type(self).__name__} implements neither complete nor generate")
+        return (await self.complete(req)).value
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release the backend's resources (idempotent)."""

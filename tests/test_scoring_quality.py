@@ -1,0 +1,135 @@
+"""Checks with teeth, on the verbatim failures of issue 10: restated parents, near-duplicate
+siblings, placeholders, non-words, overlap across branches, digit/template/other-language
+results and results cut mid-sentence."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.behaviour import work
+from agent.core import text as tx
+from agent.core.scoring import check_split, cross_branch_feedback, result_problem, title_problem
+from agent.llm.base import LLMBadOutput
+
+JAPAN = "Plan a two-week trip to Japan"
+CONF = "Organise a 200-person tech conference in Warsaw"
+
+
+def test_a_subgoal_equal_or_nearly_equal_to_its_parent_fails_the_split():
+    for twin in ("plan a two-week trip to Japan", "Plan a 2-week trip to Japan",
+                 "Two-week trip to Japan", "Plan a two-week trip to Japan in April"):
+        c = check_split(JAPAN, [twin, "Book flights to Tokyo", "Reserve hotels in Kyoto"])
+        assert c.repeats_parent == 1 and c.hard_fail, twin
+
+
+def test_a_subgoal_restating_the_goal_further_up_fails():
+    # children of "food" for the conference: the first one is the goal again
+    c = check_split("food", [CONF, "Order lunch for 200 people", "Book the coffee breaks"],
+                    ancestors=[CONF])
+    assert c.repeats_parent == 1 and c.hard_fail
+
+
+def test_near_duplicates_differing_only_in_a_verb_fail():
+    c = check_split(JAPAN, ["go to Tokyo, Japan", "visit Tokyo, Japan", "stay in Tokyo, Japan"])
+    assert c.duplicates == 2 and c.hard_fail
+
+
+def test_distinct_subgoals_naming_different_places_or_days_pass():
+    c = check_split(JAPAN, ["Book a hotel in Tokyo", "Book a hotel in Kyoto", "Buy a rail pass"])
+    assert c.duplicates == 0 and not c.hard_fail
+    c = check_split("Itinerary", ["Day 1: arrival in Tokyo", "Day 2: Asakusa and Ueno",
+                                  "Day 3: day trip to Nikko"])
+    assert c.clean
+
+
+def test_overlap_is_measured_on_stems():
+    assert tx.near_duplicate("Booking the hotels", "Book a hotel")
+    assert tx.content_stems("Organising venues") == tx.content_stems("venue organised")
+    assert not tx.near_duplicate("Book flights", "Book hotels")
+
+
+@pytest.mark.parametrize("title", [
+    "Launch a local bakery in the city of [city]", "Invite {name} to speak", "Meet <client>",
+    "Book ____ for the night", "XXXX", "12345 67890", "zzzz qqqq xxxx",
+    "Promote the bakery in City A",
+])
+def test_placeholders_and_non_words_fail(title):
+    assert title_problem(title) is not None
+    c = check_split("Launch a small online bakery", [title, "Write the menu", "Set up the shop"])
+    assert c.hard_fail
+
+
+def test_vague_titles_count_against_the_split():
+    c = check_split(JAPAN, ["misc", "other stuff", "Book flights"])
+    assert c.vague == 2 and c.hard_fail
+
+
+def test_overlap_across_branches_is_feedback_not_a_failure():
+    elsewhere = ["Tokyo", "Day 1: arrival", "Kyoto", "Visit Kinkaku-ji"]
+    c = check_split("Osaka", ["Day 1: arrival", "Eat at Dotonbori"], elsewhere=elsewhere)
+    assert c.cross == 1 and not c.hard_fail and not c.clean
+    assert any("another part of the plan" in n for n in c.notes)
+    fb = cross_branch_feedback(["Day 1: arrival", "Eat at Dotonbori"], elsewhere)
+    assert len(fb) == 1 and "Day 1: arrival" in fb[0]
+    v = work.verdict_for({"specificity": 9, "non_overlap": 9, "coverage": 9, "feedback": ""},
+                         title="Osaka", subgoals=[{"title": "Day 1: arrival"}, {"title": "Eat at Dotonbori"}],
+                         elsewhere=elsewhere)
+    clean = work.verdict_for({"specificity": 9, "non_overlap": 9, "coverage": 9, "feedback": ""},
+                             title="Osaka", subgoals=[{"title": "Osaka castle"}, {"title": "Eat at Dotonbori"}],
+                             elsewhere=elsewhere)
+    assert v.non_overlap < clean.non_overlap and "another part of the plan" in v.feedback
+
+
+@pytest.mark.parametrize("text,why", [
+    ("1234567890 1234567890 1234567890", "digits"),
+    ("Call 123 456 789 012 to book it, then pay the deposit today.", "digits"),
+    ("We open the shop in {city} next spring and hire {name}.", "placeholders"),
+    ("Book {{venue}} for the event on the first day of May.", "placeholders"),
+    ("Zrobię rezerwację hotelu w Krakowie i pojadę do Warszawy jutro rano, potem śniadanie "
+     "w hotelu i zwiedzanie miasta z przewodnikiem.", "English"),
+    ("We book the hotel near the station and then we take the", "mid-sentence"),
+    ("ok", "four words"),
+])
+def test_the_result_check_rejects(text, why):
+    problem = result_problem(text)
+    assert problem is not None and why in problem
+
+
+@pytest.mark.parametrize("text", [
+    "Booked the Nozomi from Tokyo to Kyoto at 9:00 on 4 April for 14,170 yen each.",
+    "- Venue: Expo XXI hall, 250 seats, 9000 PLN.\n- Catering: lunch and two coffee breaks.",
+    "I will be visiting Tokyo from 12th January to 30th February.",  # wrong, but not junk
+])
+def test_the_result_check_accepts_prose(text):
+    assert result_problem(text) is None
+
+
+def test_other_goals_languages_are_not_forced_to_english():
+    polish = ("Rezerwuję salę na 200 osób w centrum Warszawy i zamawiam catering na cały dzień "
+              "konferencji, z kawą i obiadem dla wszystkich uczestników.")
+    assert result_problem(polish, english=False) is None
+    assert not tx.english_goal("Zorganizuj konferencję w Warszawie")
+    assert tx.english_goal(JAPAN)
+
+
+def test_subgoals_for_drops_bad_subgoals_and_keeps_a_usable_split():
+    answer = {"subgoals": [
+        {"title": "plan a two-week trip to Japan", "description": ""},
+        {"title": "Book flights to Tokyo", "description": "Return flights for two"},
+        {"title": "Launch in [city]", "description": ""},
+        {"title": "Reserve hotels in Kyoto", "description": ""},
+        {"title": "Reserve a hotel in Kyoto", "description": "again"},
+    ]}
+    subs = work.subgoals_for(answer, title=JAPAN, ancestors=[], max_children=5)
+    assert [s["title"] for s in subs] == ["Book flights to Tokyo", "Reserve hotels in Kyoto"]
+    assert all(s["atomic"] is False for s in subs)
+    with pytest.raises(LLMBadOutput, match="repeats|overlaps|placeholder"):
+        work.subgoals_for({"subgoals": [{"title": "go to Tokyo, Japan", "description": ""},
+                                        {"title": "visit Tokyo, Japan", "description": ""}]},
+                          title=JAPAN, ancestors=[], max_children=5)
+
+
+def test_sentences():
+    assert tx.cut_to_sentence("We go. Then we") == "We go."
+    assert tx.cut_to_sentence('He said "yes." And') == 'He said "yes."'
+    assert tx.ends_at_sentence("- a\n- b.") and not tx.ends_at_sentence("a b c")

@@ -1,0 +1,163 @@
+"""agent.work on a folded tree: what the executor, scorer and synthesis requests see of the
+rest of the plan (siblings, the parent's split, other branches, children's results)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.behaviour import work
+from agent.core.plan import fold
+from agent.core.tree import derive
+from agent.llm import prompts
+from agent.llm.base import LLMBadOutput
+from builders import T0, claim, goal, ident, precommit, proposal, result
+
+U, D1 = ident("user"), ident("d1")
+S = [ident(f"s{i}") for i in range(3)]
+E1 = ident("e1")
+JAPAN = "Plan a two-week trip to Japan"
+
+
+def two_level_tree(done=False):
+    g = goal(U, scorers=3, quorum=2)
+    evs = [g]
+    top = proposal(D1, g.id, ["Tokyo", "Kyoto", "Osaka"], wall=10)
+    evs += [top] + [precommit(s, g.id, top.id, wall=20 + i) for i, s in enumerate(S[:2])]
+    tokyo = f"{top.id}/0"
+    sub = proposal(D1, tokyo, ["Day 1: arrival", "Visit Asakusa", "Shinjuku at night"], wall=30)
+    evs += [sub] + [precommit(s, tokyo, sub.id, wall=40 + i) for i, s in enumerate(S[:2])]
+    if done:
+        for i in range(3):
+            leaf = f"{sub.id}/{i}"
+            c = claim(E1, leaf, wall=50 + i * 10, lease_ms=5000)
+            evs += [c, result(E1, leaf, c.id, wall=55 + i * 10, output=f"Result {i} is done.")]
+    tree = derive(fold(evs), T0 + 1000)
+    return tree, g, top, sub
+
+
+def test_elsewhere_lists_siblings_and_cousins_but_not_ancestors_or_descendants():
+    tree, g, top, sub = two_level_tree()
+    leaf = tree.node(f"{sub.id}/1")  # Visit Asakusa
+    others = work.elsewhere_titles(tree, leaf)
+    assert others[:2] == ["Day 1: arrival", "Shinjuku at night"]  # siblings first
+    assert "Kyoto" in others and "Osaka" in others
+    assert JAPAN not in others and "Tokyo" not in others and "Visit Asakusa" not in others
+    tokyo = tree.node(f"{top.id}/0")
+    assert work.elsewhere_titles(tree, tokyo) == ["Kyoto", "Osaka"]
+
+
+def test_the_executor_sees_its_siblings_and_the_parents_split():
+    tree, g, top, sub = two_level_tree()
+    leaf = tree.node(f"{sub.id}/1")
+    req = work.execute_req(tree, leaf, 5)
+    assert req.context["parent_split"] == ["Day 1: arrival", "Visit Asakusa", "Shinjuku at night"]
+    assert req.context["siblings"] == ["Day 1: arrival", "Shinjuku at night"]
+    assert '"Tokyo" was split into: 1. Day 1: arrival; 2. Visit Asakusa; 3. Shinjuku at night' in req.prompt
+    assert "do not repeat them" in req.prompt
+    assert req.context["path"] == [JAPAN, "Tokyo"]
+
+
+def test_the_decomposer_sees_the_parents_split_and_the_scorer_other_branches():
+    tree, g, top, sub = two_level_tree()
+    kyoto = tree.node(f"{top.id}/1")
+    req = work.decompose_req(tree, kyoto, "by phase", 1)
+    assert '"Plan a two-week trip to Japan" was split into: 1. Tokyo; 2. Kyoto (this task); 3. Osaka' in req.prompt
+    assert "Day 1: arrival" not in req.prompt  # far branches are not shown (models copy them)
+    prop = fold_props(tree, kyoto)
+    sreq = work.score_req(tree, kyoto, prop, "me", 1)
+    assert "Other parts of the plan:" in sreq.prompt and "Day 1: arrival" in sreq.prompt
+    # a proposer's subgoal that repeats another branch is dropped
+    answer = {"subgoals": [{"title": "Day 1: arrival", "description": ""},
+                           {"title": "Fushimi Inari shrine", "description": ""},
+                           {"title": "Gion district walk", "description": ""}]}
+    p = work.proposal_from(answer, kyoto, "by place", None, tree)
+    assert [s.title for s in p.subgoals] == ["Fushimi Inari shrine", "Gion district walk"]
+
+
+def fold_props(tree, node):
+    from agent.core.tree import ProposalView
+
+    return ProposalView("p", "a", "by place", None, 0,
+                        [{"title": "Day 1: arrival", "description": ""}, {"title": "Gion", "description": ""}])
+
+
+def test_proposals_never_claim_atomicity_and_strategies_suit_the_node():
+    tree, g, top, sub = two_level_tree()
+    kyoto = tree.node(f"{top.id}/1")
+    answer = {"subgoals": [{"title": "Fushimi Inari at dawn", "description": ""},
+                           {"title": "Gion in the evening", "description": ""}]}
+    p = work.proposal_from(answer, kyoto, "by place", None, tree)
+    assert all(not s.atomic for s in p.subgoals)
+    assert p.strategy in prompts.STRATEGIES
+    # a proposer restating an ancestor is refused when the tree is known
+    bad = {"subgoals": [{"title": JAPAN, "description": ""}, {"title": "Gion", "description": ""}]}
+    with pytest.raises(LLMBadOutput):
+        work.proposal_from(bad, kyoto, "by place", None, tree)
+
+
+def test_the_executor_sees_what_done_siblings_decided():
+    tree, g, top, sub = two_level_tree(done=True)
+    leaf = tree.node(f"{sub.id}/2")
+    req = work.execute_req(tree, leaf, 1)
+    assert "Already decided in the other subgoals" in req.prompt
+    assert "- Day 1: arrival: Result 0 is done." in req.prompt
+    assert ["Visit Asakusa", "Result 1 is done."] in req.context["decided"]
+    assert all(d[0] != "Shinjuku at night" for d in req.context["decided"])  # not itself
+
+
+def test_a_node_with_all_children_done_gets_a_synthesis_request():
+    tree, g, top, sub = two_level_tree(done=True)
+    tokyo = tree.node(f"{top.id}/0")
+    assert tokyo.state == "ready" and tokyo.task.value == "synthesis"  # its children are done
+    req = work.synthesis_req(tree, tokyo, 3)
+    assert req.kind == "synthesize"
+    assert [c[0] for c in req.context["children"]] == ["Day 1: arrival", "Visit Asakusa", "Shinjuku at night"]
+    assert "1. Day 1: arrival: Result 0 is done." in req.prompt
+    res = work.result_from({"answer": "Tokyo takes three days. We start in Asakusa and end in"},
+                           tree, tokyo, "c" * 64, synthesis=True, strict=False)
+    assert res.output == "Tokyo takes three days."
+    with pytest.raises(LLMBadOutput):
+        work.result_from({"answer": "12345678901234"}, tree, tokyo, "c" * 64, synthesis=True)
+
+
+def test_the_root_synthesis_is_an_executive_summary():
+    req = prompts.synthesis_request(goal=JAPAN, path=[], title=JAPAN, description="",
+                                    children=[("Tokyo", "Three days."), ("Kyoto", "Two days.")])
+    assert "executive summary of the whole plan" in req.prompt
+    with pytest.raises(ValueError):
+        prompts.synthesis_request(goal=JAPAN, path=[], title=JAPAN, description="", children=[])
+
+
+def test_the_atomic_judgment():
+    tree, g, top, sub = two_level_tree()
+    req = work.atomic_req(tree, tree.node(f"{sub.id}/0"), 1)
+    assert req.kind == "atomic" and "single sitting" in req.prompt
+    assert work.atomic_from({"steps": 2, "one_sitting": True}) is True
+    assert work.atomic_from({"steps": 6, "one_sitting": True}) is False  # too many steps
+    assert work.atomic_from({"steps": 1, "one_sitting": False}) is False
+    with pytest.raises(LLMBadOutput):
+        work.atomic_from({"steps": "two", "one_sitting": True})
+
+
+@pytest.mark.parametrize("goal_title,title,expected", [
+    ("Launch a small online bakery", "Launch a small online bakery", ["by phase", "by component"]),
+    (JAPAN, JAPAN, ["by time", "by place", "by phase", "by component"]),
+    ("Organise a wedding for 80 guests", "Organise a wedding for 80 guests",
+     ["by stakeholder", "by phase", "by component"]),
+])
+def test_strategies_fit_the_goal(goal_title, title, expected):
+    assert prompts.suitable_strategies(goal_title, title) == expected
+    # a decomposer preferring an unsuitable strategy gets a suitable one
+    assert prompts.strategy_for("by place", goal_title, title) in expected
+
+
+def test_no_prompt_carries_domain_words():
+    """Models copy the prompts' example words into every plan (the old travel hints)."""
+    reqs = [
+        prompts.decompose_request(goal="Launch a small online bakery", path=[], title="Launch a small online bakery",
+                                  description="", strategy=s, max_children=4)
+        for s in prompts.STRATEGIES
+    ]
+    text = " ".join(r.system + r.prompt for r in reqs).lower()
+    for word in ("transport", "lodging", "food", "sights", "hotel", "flight", "city"):
+        assert word not in text, word
