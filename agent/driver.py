@@ -112,12 +112,14 @@ class Driver:
                 scope = trio.CancelScope()
                 self._scopes[eff.ticket] = scope
                 assert self._nursery is not None
+                self.log.info("llm.call", ticket=eff.ticket, kind=eff.request.kind, node_id=eff.node)
                 self._nursery.start_soon(self._ask, eff.ticket, eff.request, scope)
             elif isinstance(eff, Cancel):
                 scope = self._scopes.pop(eff.ticket, None)
                 if scope is not None:
                     scope.cancel()
                     metrics.LLM_CANCELLED.labels(role=self.role).inc()
+                    self.log.info("llm.cancelled", ticket=eff.ticket)
             elif isinstance(eff, SyncPeers):
                 assert self._nursery is not None
                 self._nursery.start_soon(self._sync, eff.ticket)
@@ -136,15 +138,20 @@ class Driver:
 
     async def _ask(self, ticket: int, req: LLMRequest, scope: trio.CancelScope) -> None:
         assert self.llm is not None
+        t0 = time.perf_counter()
         with scope:
             try:
                 answer: Any = await ask(self.llm, req, self.role)
             except LLMError as exc:
                 answer = exc
+            self.log.info("llm.answer", ticket=ticket, kind=req.kind, seconds=round(time.perf_counter() - t0, 4),
+                          outcome="error" if isinstance(answer, LLMError) else "answered")
             self._answer(ticket, answer)
 
     async def _sync(self, ticket: int) -> None:
+        t0 = time.perf_counter()
         report = await self.rt.net.sync_all() if self.rt.net is not None else None
+        self.log.info("sync.done", ticket=ticket, seconds=round(time.perf_counter() - t0, 4))
         new = getattr(report, "new", report if isinstance(report, int) else 0)
         peers = getattr(report, "peers_answered", len(self.rt.net.connected) if self.rt.net is not None else 0)
         self._answer(ticket, SyncDone(int(new or 0), int(peers)))

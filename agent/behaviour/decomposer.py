@@ -84,7 +84,7 @@ class Decomposer(Behaviour):
         prev = n.proposal(refines) if refines else None
         req = work.decompose_req(tree, n, self.strategy, self.rng.randrange(2**31), prev)
         self.job = _Job(self.ticket(), n.id, refines, attempt, closed)
-        return [Ask(self.job.ticket, req)]
+        return [Ask(self.job.ticket, req, n.id)]
 
     # ------------------------------------------------------------------ answers
     def _answered(self, ticket: int, answer: Any, tree: Tree, now: int) -> list[Effect]:

@@ -113,7 +113,7 @@ class Executor(Behaviour):
         seed = self.rng.randrange(2**31)
         req = work.synthesis_req(tree, n, seed) if n.task is TaskKind.SYNTHESIS else work.execute_req(tree, n, seed)
         t.ask_ticket = self.ticket()
-        return [Ask(t.ask_ticket, req)]
+        return [Ask(t.ask_ticket, req, n.id)]
 
     def _drop(self, n: NodeView | None, why: str, release: bool = True) -> list[Effect]:
         t = self.task
