@@ -125,7 +125,7 @@ class Central:
         now = self.now()
         t = self._tree
         if t is None or self._version != self.intake.plan.version or not t.now_ms <= now < t.valid_until:
-            t = self._tree = derive(self.intake.plan, now)
+            t = self._tree = derive(self.intake.plan, now, prev=t)
             self._version = self.intake.plan.version
         return t
 

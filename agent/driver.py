@@ -15,6 +15,7 @@ import trio
 
 from agent import metrics
 from agent.behaviour.base import Behaviour
+from agent.behaviour.timing import STARTUP_GRACE_MS
 from agent.behaviour.effects import (
     Ask, Cancel, Count, Effect, LLMReply, Log, Metric, Observe, Publish, PublishFailed, SyncDone,
     SyncPeers, WakeAt,
@@ -72,6 +73,7 @@ class Driver:
         self._scopes: dict[int, trio.CancelScope] = {}
         self._wake_ms: int | None = None
         self._nursery: trio.Nursery | None = None
+        self._ready_at: int | None = None
         rt.on_change(self._on_change)
 
     async def run(self) -> None:
@@ -79,12 +81,24 @@ class Driver:
             self._nursery = nursery
             while True:
                 self._wake_ms = None
-                await self._execute(self.behaviour.poll(self.rt.tree(), self.rt.now_ms()))
+                now = self._net_view()
+                await self._execute(self.behaviour.poll(self.rt.tree(), now))
                 await self._wait()
                 while self._answers:
                     ticket, answer = self._answers.pop(0)
                     self._scopes.pop(ticket, None)
-                    await self._execute(self.behaviour.answered(ticket, answer, self.rt.tree(), self.rt.now_ms()))
+                    now = self._net_view()
+                    await self._execute(self.behaviour.answered(ticket, answer, self.rt.tree(), now))
+
+    def _net_view(self) -> int:
+        """Hand the behaviour what was measured of the network (gossip misses before it was
+        past its startup sync, plus a grace, are history being pulled, not gossip failing)."""
+        now = self.rt.now_ms()
+        if self._ready_at is None and self.behaviour.ready:
+            self._ready_at = now
+        since = None if self._ready_at is None else self._ready_at + STARTUP_GRACE_MS
+        self.behaviour.net = self.rt.net_meter.view(now, since)
+        return now
 
     def _on_change(self) -> None:
         self._kick.set()
@@ -107,7 +121,7 @@ class Driver:
                 except StoreError as exc:
                     ev = PublishFailed(str(exc))
                 if eff.ticket is not None:
-                    await self._execute(self.behaviour.answered(eff.ticket, ev, self.rt.tree(), self.rt.now_ms()))
+                    await self._execute(self.behaviour.answered(eff.ticket, ev, self.rt.tree(), self._net_view()))
             elif isinstance(eff, Ask):
                 scope = trio.CancelScope()
                 self._scopes[eff.ticket] = scope

@@ -86,10 +86,12 @@ def parse_agent_log(path: Path, name: str, role: str) -> tuple[list[CallRecord],
             syncs.append((name, end - 1000 * float(d.get("seconds", 0)), end))
         elif ev in ("event accepted", "published") and d.get("event_id"):
             accepted.setdefault(d["event_id"], _ms(ts))
+        elif ev == "decided" and d.get("node_id"):
+            accepted.setdefault("decided:" + d["node_id"], _ms(ts))
     return out, syncs, accepted
 
 
-async def _drive(children: list[Child], root: Path, goal: str, cfg: DemoConfig, timeout: float,
+async def _drive(children: list[Child], root: Path, goal: Any, cfg: DemoConfig, timeout: float,
                  warmup: float) -> tuple[str, float, list[Event]]:
     settings = load_settings(
         swarm="demo", data_dir=root / "client", listen_host="127.0.0.1", listen_port=0,
@@ -108,10 +110,12 @@ async def _drive(children: list[Child], root: Path, goal: str, cfg: DemoConfig, 
                 await trio.sleep(0.1)
         await trio.sleep(warmup)  # every agent past its startup sync
         electorate = [c.peer_id for c in children if c.role == "scorer"]
-        g = await rt.publish(Goal(title=goal, params=plan_params(settings, electorate)))
+        titles = goal if isinstance(goal, list) else [goal]
+        gs = [await rt.publish(Goal(title=t, params=plan_params(settings, electorate))) for t in titles]
+        g = gs[0]
         t0 = time.monotonic()
         with trio.fail_after(timeout):
-            while not rt.tree().is_done(g.id):
+            while not all(rt.tree().is_done(x.id) for x in gs):
                 await rt.wait_change(0.5)
         makespan = time.monotonic() - t0
         await trio.sleep(0.5)
@@ -121,13 +125,13 @@ async def _drive(children: list[Child], root: Path, goal: str, cfg: DemoConfig, 
     return g.id, makespan, events
 
 
-def run_swarm(latency: float, root: Path, *, goal: str = "Plan a two-week trip to Japan",
+def run_swarm(latency: float, root: Path, *, goal: Any = "Plan a two-week trip to Japan",
               decomposers: int = 3, scorers: int = 3, executors: int = 2, observers: int = 0,
               max_depth: int = 2, max_children: int = 4, max_rounds: int = 2,
               extra_env: dict[str, str] | None = None, tag: str = "bench", timeout: float = 900.0,
               warmup: float = 1.0) -> SwarmRun:
     """One goal, start to done, on a fresh swarm under ``root``; every process is stopped."""
-    cfg = DemoConfig(goal=goal, decomposers=decomposers, scorers=scorers, executors=executors,
+    cfg = DemoConfig(goal=goal if isinstance(goal, str) else goal[0], decomposers=decomposers, scorers=scorers, executors=executors,
                      observers=observers, llm="scripted", scripted_latency=latency, web=False,
                      max_depth=max_depth, max_children=max_children, max_rounds=max_rounds,
                      extra_env={"SWARM_LOG_LEVEL": "info", **(extra_env or {})})
