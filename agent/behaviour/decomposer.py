@@ -69,7 +69,7 @@ class Decomposer(Behaviour):
         if self.backoff.blocked(now):
             return out + wake_at([self.backoff.until_ms])
         wake = []
-        for n in tree.walk():
+        for n in tree.walk_active():
             until = self.set_aside.get(n.id, 0)
             wanted, refines, closed = self._wanted(n)
             if not wanted:

@@ -72,7 +72,7 @@ class Executor(Behaviour):
             return self._tend(tree, now)
         if self.backoff.blocked(now):
             return wake_at([self.backoff.until_ms])
-        ready = [n for n in tree.walk() if n.task is not None and n.state is NodeState.READY]
+        ready = [n for n in tree.walk_active() if n.task is not None and n.state is NodeState.READY]
         first_poll = not self._primed
         self._primed = True
         for n in ready:

@@ -76,7 +76,7 @@ class Scorer(Behaviour):
                         log("info", "node decided; scoring stopped", node=self.job.node)]
                 self.job = None
         self.known_decomposers = tree.count_role("decomposer")
-        for n in tree.walk():
+        for n in tree.walk_active():
             if self.votable(n):
                 out += self._step(n, now, wake)
         if self.job is None:
@@ -219,7 +219,7 @@ class Scorer(Behaviour):
 
     # ------------------------------------------------------------------ scoring
     def _next_job(self, tree: Tree) -> list[Effect]:
-        for n in tree.walk():
+        for n in tree.walk_active():
             if not self.votable(n):
                 continue
             for p in n.proposals:

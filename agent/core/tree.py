@@ -91,6 +91,15 @@ class NodeView:
         for c in self.children:
             yield from c.walk()
 
+    def walk_active(self) -> Iterator["NodeView"]:
+        """Like walk, without done subtrees (under a done node everything is done: no role
+        has anything left to do there), so a role's poll costs what is still open."""
+        if self.state is NodeState.DONE:
+            return
+        yield self
+        for c in self.children:
+            yield from c.walk_active()
+
     def proposal(self, pid: str) -> ProposalView | None:
         return next((p for p in self.proposals if p.id == pid), None)
 
@@ -170,6 +179,10 @@ class Tree:
     def walk(self) -> Iterator[NodeView]:
         for r in self.roots:
             yield from r.walk()
+
+    def walk_active(self) -> Iterator[NodeView]:
+        for r in self.roots:
+            yield from r.walk_active()
 
     def to_json(self) -> dict[str, Any]:
         body = {"goals": [r.to_json() for r in self.roots]}
