@@ -85,7 +85,11 @@ class Executor(Behaviour):
         home = [n for n in ready if home_of(n.id, executors) == self.me]
         if home:
             target = home[0]
-            prompt = now - self.seen_ready[target.id] <= self.timing.prompt_claim_ms
+            # the no-race argument needs the gossip delay known and well inside the windows;
+            # an overloaded network (delays of seconds) gets the settle window and the pull
+            d = self.net.delay_ms
+            prompt = (d is not None and self.timing.prompt_claim_ms + 2 * d < self.timing.steal_after_ms
+                      and now - self.seen_ready[target.id] <= self.timing.prompt_claim_ms)
         else:
             # another executor's task: taken over only once it has been visibly ready for a
             # while (its home executor, if idle, claims well before), spread by my own ranking
@@ -134,7 +138,9 @@ class Executor(Behaviour):
                 return wake_at([t.settle_until])
             # the pull before work is insurance against gossip that lost a competing claim;
             # while gossip missed nothing lately it would find nothing, so it is skipped
-            if self.sync_before_work and not t.synced and not self.net.gossip_healthy:
+            skip = self.net.gossip_healthy and self.net.delay_ms is not None \
+                and self.net.delay_ms < self.timing.settle_ms
+            if self.sync_before_work and not t.synced and not skip:
                 if t.sync_ticket is None:
                     t.sync_ticket = self.ticket()
                     return [SyncPeers(t.sync_ticket)]
