@@ -139,6 +139,33 @@ def simulate(
     raise typer.Exit(1 if sim.checker.violations else 0)
 
 
+@app.command()
+def bench(
+    sections: str = typer.Option("overhead,votes,claims,core,ollama",
+                                 help="comma list of: overhead, votes, claims, core, ollama"),
+    latency: str = typer.Option("0.2,2", help="scripted LLM latencies (s) for the overhead section"),
+    repeats: int = typer.Option(3, min=1, help="runs per latency (medians are reported)"),
+    core_sizes: str = typer.Option("10000,100000", help="event counts for the core section"),
+    out: Optional[Path] = typer.Option(None, help="JSON output (default out/bench-<time>.json; a .md beside)"),
+    keep: Optional[Path] = typer.Option(None, help="keep every swarm's directory (logs, keys) under this one"),
+) -> None:
+    """Benchmarks: the swarm against a central baseline, vote latency, claim races, core, Ollama."""
+    import time
+
+    from agent.bench.run import SECTIONS, main as run_bench
+
+    chosen = [s.strip() for s in sections.split(",") if s.strip()]
+    unknown = set(chosen) - set(SECTIONS)
+    if unknown:
+        err.print(f"[red]error:[/red] unknown sections {sorted(unknown)}; known: {', '.join(SECTIONS)}")
+        raise typer.Exit(2)
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+    run_bench(chosen, [float(x) for x in latency.split(",") if x.strip()], repeats,
+              out or Path("out") / time.strftime("bench-%Y%m%d-%H%M%S.json"),
+              [int(x) for x in core_sizes.split(",") if x.strip()], keep)
+
+
 def main() -> None:
     app()
 

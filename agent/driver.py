@@ -15,6 +15,7 @@ import trio
 
 from agent import metrics
 from agent.behaviour.base import Behaviour
+from agent.behaviour.timing import STARTUP_GRACE_MS
 from agent.behaviour.effects import (
     Ask, Cancel, Count, Effect, LLMReply, Log, Metric, Observe, Publish, PublishFailed, SyncDone,
     SyncPeers, WakeAt,
@@ -72,6 +73,7 @@ class Driver:
         self._scopes: dict[int, trio.CancelScope] = {}
         self._wake_ms: int | None = None
         self._nursery: trio.Nursery | None = None
+        self._ready_at: int | None = None
         rt.on_change(self._on_change)
 
     async def run(self) -> None:
@@ -79,12 +81,24 @@ class Driver:
             self._nursery = nursery
             while True:
                 self._wake_ms = None
-                await self._execute(self.behaviour.poll(self.rt.tree(), self.rt.now_ms()))
+                now = self._net_view()
+                await self._execute(self.behaviour.poll(self.rt.tree(), now))
                 await self._wait()
                 while self._answers:
                     ticket, answer = self._answers.pop(0)
                     self._scopes.pop(ticket, None)
-                    await self._execute(self.behaviour.answered(ticket, answer, self.rt.tree(), self.rt.now_ms()))
+                    now = self._net_view()
+                    await self._execute(self.behaviour.answered(ticket, answer, self.rt.tree(), now))
+
+    def _net_view(self) -> int:
+        """Hand the behaviour what was measured of the network (gossip misses before it was
+        past its startup sync, plus a grace, are history being pulled, not gossip failing)."""
+        now = self.rt.now_ms()
+        if self._ready_at is None and self.behaviour.ready:
+            self._ready_at = now
+        since = None if self._ready_at is None else self._ready_at + STARTUP_GRACE_MS
+        self.behaviour.net = self.rt.net_meter.view(now, since)
+        return now
 
     def _on_change(self) -> None:
         self._kick.set()
@@ -107,17 +121,19 @@ class Driver:
                 except StoreError as exc:
                     ev = PublishFailed(str(exc))
                 if eff.ticket is not None:
-                    await self._execute(self.behaviour.answered(eff.ticket, ev, self.rt.tree(), self.rt.now_ms()))
+                    await self._execute(self.behaviour.answered(eff.ticket, ev, self.rt.tree(), self._net_view()))
             elif isinstance(eff, Ask):
                 scope = trio.CancelScope()
                 self._scopes[eff.ticket] = scope
                 assert self._nursery is not None
+                self.log.info("llm.call", ticket=eff.ticket, kind=eff.request.kind, node_id=eff.node)
                 self._nursery.start_soon(self._ask, eff.ticket, eff.request, scope)
             elif isinstance(eff, Cancel):
                 scope = self._scopes.pop(eff.ticket, None)
                 if scope is not None:
                     scope.cancel()
                     metrics.LLM_CANCELLED.labels(role=self.role).inc()
+                    self.log.info("llm.cancelled", ticket=eff.ticket)
             elif isinstance(eff, SyncPeers):
                 assert self._nursery is not None
                 self._nursery.start_soon(self._sync, eff.ticket)
@@ -136,15 +152,20 @@ class Driver:
 
     async def _ask(self, ticket: int, req: LLMRequest, scope: trio.CancelScope) -> None:
         assert self.llm is not None
+        t0 = time.perf_counter()
         with scope:
             try:
                 answer: Any = await ask(self.llm, req, self.role)
             except LLMError as exc:
                 answer = exc
+            self.log.info("llm.answer", ticket=ticket, kind=req.kind, seconds=round(time.perf_counter() - t0, 4),
+                          outcome="error" if isinstance(answer, LLMError) else "answered")
             self._answer(ticket, answer)
 
     async def _sync(self, ticket: int) -> None:
+        t0 = time.perf_counter()
         report = await self.rt.net.sync_all() if self.rt.net is not None else None
+        self.log.info("sync.done", ticket=ticket, seconds=round(time.perf_counter() - t0, 4))
         new = getattr(report, "new", report if isinstance(report, int) else 0)
         peers = getattr(report, "peers_answered", len(self.rt.net.connected) if self.rt.net is not None else 0)
         self._answer(ticket, SyncDone(int(new or 0), int(peers)))

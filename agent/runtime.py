@@ -84,6 +84,10 @@ class Runtime:
         self._tree: Tree | None = None
         self._tree_version = -1
         self._progress = _Progress()
+        from agent.behaviour.timing import NetMeter
+
+        self.net_meter = NetMeter()  # gossip delay and misses, for the behaviours' windows
+        self._decided: set[str] = set()
         self._load()
 
     # ------------------------------------------------------------------ startup
@@ -121,7 +125,7 @@ class Runtime:
         now = self.now_ms()
         t = self._tree
         if t is None or self._tree_version != self.plan.version or not t.now_ms <= now < t.valid_until:
-            t = self._tree = derive(self.plan, now)
+            t = self._tree = derive(self.plan, now, prev=t)
             self._tree_version = self.plan.version
         return t
 
@@ -156,17 +160,32 @@ class Runtime:
             self.log.debug("event waits for a dependency", event_id=ev.id if ev else None,
                            waiting_for=offer.waiting_for, source=source)
             return False
+        if ev is not None and source not in ("self", "due") and ev in offer.accepted:
+            now = self.now_ms()
+            self.net_meter.delivered(source.startswith("sync:"), now - ev.hlc.wall, now)
         for e, exc in offer.dropped:
             metrics.EVENTS_REJECTED.labels(reason=exc.reason.value).inc()
             self.log.warning("waiting event refused", event_id=e.id, reason=exc.reason.value, detail=exc.detail)
         for e in offer.accepted:
             self._unsaved.append(e.raw)
             metrics.EVENTS.labels(type=e.type).inc()
+            if e.type == "vote" and e.body.phase == "precommit":
+                self._note_decision(e.body.node)
             self.log.debug("event accepted", event_id=e.id, type=e.type, author=e.author,
                            node_id=getattr(e.body, "node", None), source=source)
         self._flush_unsaved()
         self._changed_now()
         return True
+
+    def _note_decision(self, node: str) -> None:
+        """One log line when this peer first holds a node's decision (vote latency is measured
+        from these lines: `python -m agent bench`)."""
+        if node in self._decided:
+            return
+        value = self.plan.decided(node)
+        if value is not None:
+            self._decided.add(node)
+            self.log.info("decided", node_id=node, value=value)
 
     def _flush_unsaved(self) -> None:
         from agent.net.store import StoreError

@@ -162,3 +162,33 @@ def test_generator_produces_decisions_done_tasks_and_takeovers():
          settings=settings(max_examples=3000, deadline=None))
     find(event_sets(), lambda evs: any(n.state.value == "done" and n.depth > 0 for n in derive(fold(evs), T0 + 9000).walk()),
          settings=settings(max_examples=3000, deadline=None))
+
+
+@SETTINGS
+@given(event_sets(), st.randoms(use_true_random=False), st.lists(st.integers(0, 9000), min_size=1, max_size=6))
+def test_incremental_derivation_equals_derivation_from_scratch(evs, rnd, steps):
+    """derive(plan, now, prev=...) re-derives only what changed (touched nodes, leases that
+    started or ended, their ancestors) and shares the rest with prev: it must equal a
+    derivation from scratch after every event and as time moves on."""
+    order = evs[:]
+    rnd.shuffle(order)
+    plan = Plan()
+    prev = None
+    now = T0
+    times = sorted(T0 + s for s in steps)
+    for i, e in enumerate(order):
+        try:
+            plan.apply(e)
+        except Rejected:
+            pass
+        if times and i % max(1, len(order) // len(times)) == 0:
+            now = max(now, times.pop(0))
+        prev = derive(plan, now, prev=prev)
+        scratch = derive(plan, now)
+        assert prev.to_json() == scratch.to_json()
+        assert prev.valid_until == scratch.valid_until
+        assert prev.members == scratch.members
+        assert {n.id for n in prev.walk()} == set(prev.index) == set(scratch.index)
+    for later in (now + 500, now + 3000, now + 20000):  # time alone: leases lapse
+        prev = derive(plan, later, prev=prev)
+        assert prev.to_json() == derive(plan, later).to_json()

@@ -10,7 +10,7 @@ from agent.core.tree import Tree
 
 from agent.core.backoff import Backoff
 from .effects import Effect, SyncPeers, WakeAt, log
-from .timing import Timing
+from .timing import NetView, Timing
 
 
 class Behaviour:
@@ -34,6 +34,7 @@ class Behaviour:
         self._sync_ticket: int | None = None
         self._started_ms: int | None = None
         self.ready = False  # past the startup sync barrier
+        self.net = NetView()  # set by the driver before each call: what it measured of the network
 
     def ticket(self) -> int:
         self._tickets += 1

@@ -66,7 +66,7 @@ class Decomposer(Behaviour):
         if self.backoff.blocked(now):
             return out + wake_at([self.backoff.until_ms])
         wake = []
-        for n in tree.walk():
+        for n in tree.walk_active():
             until = self.set_aside.get(n.id, 0)
             wanted, refines, closed = self._wanted(n)
             if not wanted:
@@ -81,7 +81,7 @@ class Decomposer(Behaviour):
         prev = n.proposal(refines) if refines else None
         req = work.decompose_req(tree, n, self.strategy, self.rng.randrange(2**31), prev)
         self.job = _Job(self.ticket(), n.id, refines, attempt, closed)
-        return [Ask(self.job.ticket, req)]
+        return [Ask(self.job.ticket, req, n.id)]
 
     # ------------------------------------------------------------------ answers
     def _answered(self, ticket: int, answer: Any, tree: Tree, now: int) -> list[Effect]:

@@ -45,6 +45,7 @@ class Publish:
 class Ask:
     ticket: int
     request: LLMRequest
+    node: str | None = None  # the node the work is for (drivers log and count it)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ lease; otherwise it releases the task and drops the work (counted)."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -20,7 +21,17 @@ from .effects import (
     SyncPeers, log,
 )
 
-TARGET_FIRST = 0.5  # chance to go for the first ready task in tree order (else a random one)
+
+
+def _rank(node: str, executor: str) -> int:
+    return int.from_bytes(hashlib.blake2b(f"{node}|{executor}".encode(), digest_size=8).digest(), "big")
+
+
+def home_of(node: str, executors: list[str]) -> str:
+    """The executor a task belongs to first (rendezvous hashing over the announced executors):
+    every peer computes the same one, so executors spread over the ready tasks instead of
+    racing for the same one."""
+    return max(executors, key=lambda e: _rank(node, e))
 
 
 class Phase(StrEnum):
@@ -41,6 +52,7 @@ class _Task:
     attempt: int = 0
     started: int = 0
     renewed_at: int = 0
+    prompt: bool = False  # a home task claimed as soon as it was ready: no race is possible
 
 
 class Executor(Behaviour):
@@ -51,6 +63,8 @@ class Executor(Behaviour):
         self.phase = Phase.IDLE
         self.task: _Task | None = None
         self.sync_before_work = sync_before_work
+        self.seen_ready: dict[str, int] = {}  # task -> when I first saw it ready (my clock)
+        self._primed = False
 
     # ------------------------------------------------------------------ poll
     def _poll(self, tree: Tree, now: int) -> list[Effect]:
@@ -58,13 +72,49 @@ class Executor(Behaviour):
             return self._tend(tree, now)
         if self.backoff.blocked(now):
             return wake_at([self.backoff.until_ms])
-        ready = [n for n in tree.walk() if n.task is not None and n.state is NodeState.READY]
+        ready = [n for n in tree.walk_active() if n.task is not None and n.state is NodeState.READY]
+        first_poll = not self._primed
+        self._primed = True
+        for n in ready:
+            # what was ready before I could see it counts as old (a restart must not take
+            # a task for fresh and skip the settle window)
+            self.seen_ready.setdefault(n.id, now - self.timing.steal_after_ms if first_poll else now)
         if not ready:
             return []
-        target = ready[0] if self.rng.random() < TARGET_FIRST else self.rng.choice(ready)
-        t = self.task = _Task(target.id, self.ticket())
+        executors = sorted({p for p, roles in tree.members.items() if "executor" in roles} | {self.me})
+        home = [n for n in ready if home_of(n.id, executors) == self.me]
+        if home:
+            target = home[0]
+            # the no-race argument needs the gossip delay known and well inside the windows;
+            # an overloaded network (delays of seconds) gets the settle window and the pull
+            d = self.net.delay_ms
+            prompt = (d is not None and self.timing.prompt_claim_ms + 2 * d < self.timing.steal_after_ms
+                      and now - self.seen_ready[target.id] <= self.timing.prompt_claim_ms)
+        else:
+            # another executor's task: taken over only once it has been visibly ready for a
+            # while (its home executor, if idle, claims well before), spread by my own ranking
+            stale = [n for n in ready if now - self.seen_ready[n.id] >= self.timing.steal_after_ms]
+            if not stale:
+                return wake_at([min(self.seen_ready[n.id] for n in ready) + self.timing.steal_after_ms])
+            target = max(stale, key=lambda n: _rank(n.id, self.me))
+            prompt = False
+        t = self.task = _Task(target.id, self.ticket(), prompt=prompt)
         self.phase = Phase.CLAIMING
         return [Publish(Claim(node=target.id, lease_ms=self.timing.lease_ms), t.claim_ticket)]
+
+    def settle_ms(self) -> int:
+        """The settle window: long enough for an earlier competing claim to reach me (the
+        gossip delay nearly every event from my peers beat, plus a margin), never more than
+        the configured window, which also stands while the delay is unknown.
+
+        A home task claimed promptly needs none: another executor takes a task over only after
+        it has been visibly ready for ``steal_after_ms``, far longer than a prompt claim plus
+        the gossip delay to reach it (see timing.py), so no earlier claim can exist."""
+        tm = self.timing
+        d = self.net.delay_ms
+        if d is None:
+            return tm.settle_ms
+        return int(min(tm.settle_ms, max(tm.settle_min_ms, tm.settle_delay_factor * d + tm.settle_margin_ms)))
 
     def _mine(self, n: NodeView) -> tuple[int, int] | None:
         """(start, end) of my claim's lease if my claim is the one holding the task now."""
@@ -86,7 +136,11 @@ class Executor(Behaviour):
         if self.phase is Phase.CLAIMING:
             if now < t.settle_until:
                 return wake_at([t.settle_until])
-            if self.sync_before_work and not t.synced:
+            # the pull before work is insurance against gossip that lost a competing claim;
+            # while gossip missed nothing lately it would find nothing, so it is skipped
+            skip = self.net.gossip_healthy and self.net.delay_ms is not None \
+                and self.net.delay_ms < self.timing.settle_ms
+            if self.sync_before_work and not t.synced and not skip:
                 if t.sync_ticket is None:
                     t.sync_ticket = self.ticket()
                     return [SyncPeers(t.sync_ticket)]
@@ -113,7 +167,7 @@ class Executor(Behaviour):
         seed = self.rng.randrange(2**31)
         req = work.synthesis_req(tree, n, seed) if n.task is TaskKind.SYNTHESIS else work.execute_req(tree, n, seed)
         t.ask_ticket = self.ticket()
-        return [Ask(t.ask_ticket, req)]
+        return [Ask(t.ask_ticket, req, n.id)]
 
     def _drop(self, n: NodeView | None, why: str, release: bool = True) -> list[Effect]:
         t = self.task
@@ -141,8 +195,12 @@ class Executor(Behaviour):
                 return [log("warning", "could not publish a claim; backing off", node=t.node,
                             error=answer.error, retry_in_ms=delay)]
             t.claim = answer.id
-            t.settle_until = now + self.timing.settle_ms
-            return wake_at([t.settle_until])
+            settle = 0 if t.prompt else self.settle_ms()
+            # never judge a claim before its own stamp: a clock dragged ahead (within the
+            # clock bound) stamps it later than now, and a lease cannot hold before it starts
+            t.settle_until = max(now + settle, answer.hlc.wall)
+            return [log("info", "claimed; settling", node=t.node, settle_ms=settle, delay_ms=self.net.delay_ms,
+                        gossip_healthy=self.net.gossip_healthy), *wake_at([t.settle_until])]
         if ticket == t.sync_ticket:
             assert isinstance(answer, SyncDone)
             t.synced = True

@@ -77,7 +77,7 @@ class Scorer(Behaviour):
                         log("info", "node decided; scoring stopped", node=self.job.node)]
                 self.job = None
         self.known_decomposers = tree.count_role("decomposer")
-        for n in tree.walk():
+        for n in tree.walk_active():
             if self.votable(n):
                 out += self._step(n, now, wake)
         if self.job is None:
@@ -104,7 +104,10 @@ class Scorer(Behaviour):
             rt = t.rounds[top]
             if len(rt.precommitters) >= t.quorum:
                 at = o.precommit_quorum.setdefault(top, now)
-                if now >= at + self.timing.precommit_timeout_ms:
+                # the whole electorate precommitted without deciding: no vote can still come
+                # (one per elector and round), so waiting out the timeout buys nothing
+                everyone = len(rt.precommitters) >= len(n.params.electorate)
+                if everyone or now >= at + self.timing.precommit_timeout_ms:
                     cur = top + 1
                 else:
                     wake.append(at + self.timing.precommit_timeout_ms)
@@ -136,7 +139,10 @@ class Scorer(Behaviour):
                         log("info", "precommit", node=n.id, round=r, value=polka)]
             if len(rt.prevoters) >= t.quorum:
                 at = o.prevote_quorum.setdefault(r, now)
-                if now >= at + self.timing.prevote_timeout_ms:
+                # every elector prevoted and no value has a quorum: no polka can form any more
+                # (a NIL precommit never locks, so it is safe whenever it is cast)
+                everyone = len(rt.prevoters) >= len(n.params.electorate)
+                if everyone or now >= at + self.timing.prevote_timeout_ms:
                     return [Publish(Vote(node=n.id, round=r, phase="precommit", value=NIL)),
                             log("info", "precommit", node=n.id, round=r, value=NIL,
                                 why="prevotes split")]
@@ -221,7 +227,7 @@ class Scorer(Behaviour):
 
     # ------------------------------------------------------------------ scoring
     def _next_job(self, tree: Tree) -> list[Effect]:
-        for n in tree.walk():
+        for n in tree.walk_active():
             if not self.votable(n):
                 continue
             if self._needs_atomic(n):
@@ -231,7 +237,7 @@ class Scorer(Behaviour):
                 if p.id not in self.verdicts:
                     req = work.score_req(tree, n, p, self.me, None)
                     self.job = _Job(self.ticket(), n.id, p.id)
-                    return [Ask(self.job.ticket, req)]
+                    return [Ask(self.job.ticket, req, n.id)]
         return []
 
     def _answered(self, ticket: int, answer: Any, tree: Tree, now: int) -> list[Effect]:

@@ -20,8 +20,20 @@ class Timing:
     precommit_timeout_ms: int = 1_000
     # A round with no quorum of votes at all gives up after this (e.g. a scorer is down).
     round_timeout_ms: int = 30_000
-    # Executors: wait after claiming before spending an LLM call, so a lost race costs none.
+    # Executors: wait after claiming before spending an LLM call, so a lost race costs none:
+    # long enough for my claim to reach the others and theirs to reach me, i.e. twice the
+    # measured gossip delay plus a margin, within [settle_min_ms, settle_ms]; settle_ms while
+    # the delay is unknown.
     settle_ms: int = 1_000
+    settle_min_ms: int = 100
+    settle_delay_factor: float = 1.0
+    settle_margin_ms: int = 50
+    # Every task has a home executor (rendezvous hashing): it claims a home task it sees ready
+    # within prompt_claim_ms without settling; others take it over only once it has been ready
+    # for steal_after_ms. No race is possible while steal_after > prompt_claim + 2 x the gossip
+    # delay (the ready news reaching both, then the home's claim reaching the other).
+    prompt_claim_ms: int = 500
+    steal_after_ms: int = 3_000
     lease_ms: int = 30_000
     lease_margin_ms: int = 2_000  # publish a result only with this much lease left
     # LLM failures: fresh seeds per task, then set it aside for a while.
@@ -32,3 +44,64 @@ class Timing:
     # wait for peers' logs after start before voting or claiming (a restarted agent must not
     # act on a stale view); proceeds without if nobody answers in time
     startup_sync_ms: int = 10_000
+
+
+STARTUP_GRACE_MS = 3_000  # after the startup sync, late history from peers is not a gossip miss
+
+
+@dataclass(frozen=True)
+class NetView:
+    """What the driver measured of the network, handed to a behaviour with every call (data,
+    not I/O). The defaults mean "nothing known": fixed windows, a pull before every task."""
+
+    delay_ms: int | None = None  # gossip delay (stamp -> accepted) that nearly all events beat
+    gossip_healthy: bool = False  # nothing gossip should have brought came by sync lately
+
+
+class NetMeter:
+    """A driver's measure of its gossip (pure: the caller passes the times). Every event from
+    a peer that we accept is a sample: by gossip, ``now - stamp`` is its delay; by sync, an
+    event stamped more than ``miss_after_ms`` before it came is one gossip missed (lost, or
+    far too late). ``view`` gives the delay nearly all recent events beat (the 99th
+    percentile of the last ``window``) and whether gossip missed nothing for
+    ``miss_window_ms``; samples and misses before ``ignore_before`` (the mesh forming, history
+    pulled at start) are not held against it."""
+
+    def __init__(self, window: int = 256, miss_after_ms: int = 2_000, miss_window_ms: int = 20_000,
+                 min_samples: int = 8) -> None:
+        from collections import deque
+
+        self.delays: deque[tuple[int, int]] = deque(maxlen=window)  # (when, delay)
+        self.miss_after_ms = miss_after_ms
+        self.miss_window_ms = miss_window_ms
+        self.min_samples = min_samples
+        self.last_miss: int | None = None
+        self.count = 0
+        self._cached: tuple[tuple[int, int] | None, int | None] = (None, None)
+        self.misses = 0
+
+    def delivered(self, via_sync: bool, lag_ms: int, now: int) -> None:
+        if via_sync:
+            if lag_ms > self.miss_after_ms:
+                self.last_miss = now
+                self.misses += 1
+            return
+        self.delays.append((now, max(0, lag_ms)))
+        self.count += 1
+
+    def view(self, now: int, ignore_before: int | None = None) -> NetView:
+        start = ignore_before if ignore_before is not None else -(2**62)
+        key = (start, self.count)
+        if key != self._cached[0]:
+            delay = None
+            recent = sorted(d for at, d in self.delays if at >= start)
+            if len(recent) >= self.min_samples:
+                delay = recent[min(len(recent) - 1, int(0.99 * len(recent)))]
+            self._cached = (key, delay)
+        delay = self._cached[1]
+        miss = self.last_miss
+        if miss is not None and ignore_before is not None and miss < ignore_before:
+            miss = None
+        healthy = ignore_before is not None and now >= ignore_before and (
+            miss is None or now - miss >= self.miss_window_ms)
+        return NetView(delay, healthy)

@@ -33,6 +33,7 @@ from .leases import Leases, leases
 from .reasons import Reason, Rejected
 
 MAX_PENDING = 10_000
+MEMBERS = "@members"  # the change a hello makes (no node has this id)
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,10 @@ class Plan:
         self._refs: dict[str, NodeRef] = {}
         self.memo: dict[tuple, object] = {}  # derivation caches keyed by what they depend on
         self.version = 0  # bumps on every accepted event (callers cache on it)
+        # what each version changed: changes[v - 1] is the node the v-th event filed touched
+        # (a goal's id for a goal, MEMBERS for a hello), so an incremental derivation re-derives
+        # only those nodes and their ancestors (agent.core.tree.derive with prev=)
+        self.changes: list[str] = []
 
     # ------------------------------------------------------------------ intake
     def __len__(self) -> int:
@@ -282,11 +287,14 @@ class Plan:
         self.version += 1
         b = ev.body
         if isinstance(b, Hello):
+            self.changes.append(MEMBERS)
             self.roles[ev.author].add(b.role)
             return
         if isinstance(b, Goal):
+            self.changes.append(ev.id)
             self.goals[ev.id] = ev
             return
+        self.changes.append(b.node)
         ne = self.by_node[b.node]
         if isinstance(b, Proposal):
             self.proposals[ev.id] = ev

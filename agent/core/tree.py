@@ -10,7 +10,7 @@ from typing import Any, Iterator
 from .consensus import LEAF, NIL, Tally
 from .events import PlanParams, canonical
 from .leases import ClaimState
-from .plan import Plan, child_id
+from .plan import MEMBERS, Plan, child_id
 
 
 class NodeState(StrEnum):
@@ -91,6 +91,15 @@ class NodeView:
         for c in self.children:
             yield from c.walk()
 
+    def walk_active(self) -> Iterator["NodeView"]:
+        """Like walk, without done subtrees (under a done node everything is done: no role
+        has anything left to do there), so a role's poll costs what is still open."""
+        if self.state is NodeState.DONE:
+            return
+        yield self
+        for c in self.children:
+            yield from c.walk_active()
+
     def proposal(self, pid: str) -> ProposalView | None:
         return next((p for p in self.proposals if p.id == pid), None)
 
@@ -155,6 +164,11 @@ class Tree:
     members: dict[str, frozenset[str]] = field(default_factory=dict)  # peer -> announced roles
     valid_until: int = 2**62  # the tree is the same for any now in [now_ms, valid_until)
     _digest: str | None = field(default=None, repr=False, compare=False)
+    # for an incremental derivation from this tree: the plan and its version it was derived
+    # from, and the nodes whose view changes with time alone (node -> when it next changes)
+    _plan: Any = field(default=None, repr=False, compare=False)
+    _version: int = field(default=-1, repr=False, compare=False)
+    _timed: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def count_role(self, role: str) -> int:
         return sum(1 for roles in self.members.values() if role in roles)
@@ -165,6 +179,10 @@ class Tree:
     def walk(self) -> Iterator[NodeView]:
         for r in self.roots:
             yield from r.walk()
+
+    def walk_active(self) -> Iterator[NodeView]:
+        for r in self.roots:
+            yield from r.walk_active()
 
     def to_json(self) -> dict[str, Any]:
         body = {"goals": [r.to_json() for r in self.roots]}
@@ -196,17 +214,76 @@ class Tree:
         return out[::-1]
 
 
-def derive(plan: Plan, now_ms: int) -> Tree:
+def derive(plan: Plan, now_ms: int, prev: Tree | None = None) -> Tree:
+    """The tree of ``plan`` at ``now_ms``. With ``prev`` (a tree derived earlier from the same
+    plan object, at a time not after ``now_ms``) only what changed is derived again: the nodes
+    the events filed since touched, the nodes whose leases started or ended since, and their
+    ancestors; every other node's view is shared with ``prev`` (views are never changed once
+    built). Either way the result equals a derivation from scratch (property-tested)."""
+    if prev is not None and prev._plan is plan and prev._version <= plan.version and now_ms >= prev.now_ms:
+        return _derive_incremental(plan, now_ms, prev)
     index: dict[str, NodeView] = {}
+    timed: dict[str, int] = {}
     roots = []
-    changes = [2**62]  # when a lease starts or ends: the only way time changes the tree
     for gid, goal in sorted(plan.goals.items(), key=lambda kv: (kv[1].order, kv[0])):
-        g = goal.body
-        root = NodeView(gid, gid, 0, g.title, g.description, False, g.params, None)
-        _derive_node(plan, root, now_ms, index, changes)
-        roots.append(root)
-    members = {peer: frozenset(roles) for peer, roles in plan.roles.items()}
-    return Tree(roots, now_ms, index, members, min(changes))
+        roots.append(_derive_root(plan, gid, goal, now_ms, index, timed, None, None))
+    return _tree(plan, roots, now_ms, index, timed, _members(plan))
+
+
+def _members(plan: Plan) -> dict[str, frozenset[str]]:
+    return {peer: frozenset(roles) for peer, roles in plan.roles.items()}
+
+
+def _tree(plan: Plan, roots: list[NodeView], now_ms: int, index: dict[str, NodeView], timed: dict[str, int],
+          members: dict[str, frozenset[str]]) -> Tree:
+    return Tree(roots, now_ms, index, members, min(timed.values(), default=2**62),
+                _plan=plan, _version=plan.version, _timed=timed)
+
+
+def _derive_root(plan: Plan, gid: str, goal: Any, now_ms: int, index: dict[str, NodeView],
+                 timed: dict[str, int], reuse: dict[str, NodeView] | None, dirty: set[str] | None) -> NodeView:
+    g = goal.body
+    root = NodeView(gid, gid, 0, g.title, g.description, False, g.params, None)
+    _derive_node(plan, root, now_ms, index, timed, reuse, dirty)
+    return root
+
+
+def _derive_incremental(plan: Plan, now_ms: int, prev: Tree) -> Tree:
+    touched: set[str] = set()
+    members_changed = False
+    for key in plan.changes[prev._version:]:
+        if key == MEMBERS:
+            members_changed = True
+        else:
+            touched.add(key)
+    for nid, at in prev._timed.items():
+        if at <= now_ms:
+            touched.add(nid)  # a lease started or ended: time alone changed this node
+    members = _members(plan) if members_changed else prev.members
+    if not touched:
+        t = Tree(prev.roots, now_ms, prev.index, members, prev.valid_until, prev._digest,
+                 _plan=plan, _version=plan.version, _timed=prev._timed)
+        return t
+    dirty: set[str] = set()
+    for nid in touched:  # a node's view depends on its children's: re-derive up to the goal
+        cur: str | None = nid
+        while cur is not None and cur not in dirty:
+            dirty.add(cur)
+            ref = plan.node_ref(cur)
+            cur = None if ref is None or ref.proposal is None else plan.proposals[ref.proposal].body.node
+    index = dict(prev.index)
+    timed = {nid: at for nid, at in prev._timed.items() if nid not in dirty}
+    if any(gid not in prev.index for gid in plan.goals):
+        goals = sorted(plan.goals.items(), key=lambda kv: (kv[1].order, kv[0]))
+    else:
+        goals = [(r.id, plan.goals[r.id]) for r in prev.roots]
+    roots = []
+    for gid, goal in goals:
+        if gid in dirty or gid not in prev.index:
+            roots.append(_derive_root(plan, gid, goal, now_ms, index, timed, prev.index, dirty))
+        else:
+            roots.append(prev.index[gid])
+    return _tree(plan, roots, now_ms, index, timed, members)
 
 
 def _scores(plan: Plan, node: str) -> dict[str, list[ScoreView]]:
@@ -233,8 +310,8 @@ def _score_views(events: list) -> dict[str, list[ScoreView]]:
     return out
 
 
-def _derive_node(plan: Plan, n: NodeView, now_ms: int, index: dict[str, NodeView],
-                 changes: list[int]) -> None:
+def _derive_node(plan: Plan, n: NodeView, now_ms: int, index: dict[str, NodeView], timed: dict[str, int],
+                 reuse: dict[str, NodeView] | None, dirty: set[str] | None) -> None:
     index[n.id] = n
     ne = plan.by_node.get(n.id)
     if ne is not None and ne.proposals:
@@ -258,9 +335,12 @@ def _derive_node(plan: Plan, n: NodeView, now_ms: int, index: dict[str, NodeView
             return
         prop = plan.proposals[n.decided]
         for i, s in enumerate(prop.body.subgoals):
-            child = NodeView(child_id(prop.id, i), n.root, n.depth + 1, s.title, s.description,
-                             s.atomic, n.params, n.id)
-            _derive_node(plan, child, now_ms, index, changes)
+            cid = child_id(prop.id, i)
+            if reuse is not None and dirty is not None and cid not in dirty and cid in reuse:
+                n.children.append(reuse[cid])  # nothing under it changed: its whole subtree stands
+                continue
+            child = NodeView(cid, n.root, n.depth + 1, s.title, s.description, s.atomic, n.params, n.id)
+            _derive_node(plan, child, now_ms, index, timed, reuse, dirty)
             n.children.append(child)
         if not all(c.state is NodeState.DONE for c in n.children):
             n.state = NodeState.SPLIT
@@ -279,11 +359,14 @@ def _derive_node(plan: Plan, n: NodeView, now_ms: int, index: dict[str, NodeView
         return
     n.holder = ls.holder(now_ms)
     n.state = NodeState.CLAIMED if n.holder is not None else NodeState.READY
+    nxt = 2**62  # when a lease starts or ends: the only way time changes the tree
     for c in ls.claims:
         if c.start > now_ms:
-            changes.append(c.start)
+            nxt = min(nxt, c.start)
         elif c.end > now_ms:
-            changes.append(c.end)
+            nxt = min(nxt, c.end)
+    if nxt < 2**62:
+        timed[n.id] = nxt
 
 
 __all__ = ["NIL", "NodeState", "NodeView", "ProposalView", "ScoreView", "TaskKind", "Tree", "derive"]

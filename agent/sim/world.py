@@ -21,6 +21,7 @@ from typing import Any
 
 from agent.behaviour import Decomposer, Executor, Scorer
 from agent.behaviour.base import Behaviour
+from agent.behaviour.timing import STARTUP_GRACE_MS, NetMeter
 from agent.behaviour.effects import (
     Ask, Cancel, Count, Effect, LLMReply, Log, Metric, Observe, Publish, PublishFailed, SyncDone,
     SyncPeers, WakeAt,
@@ -68,6 +69,8 @@ class SimAgent:
     strategy: str = "by phase"
     ids_hash: int = 0  # xor of event-id hashes: a cheap fingerprint of the event set
     cursors: dict[int, int] = field(default_factory=dict)  # peer -> how far its log was pulled
+    meter: NetMeter = field(default_factory=NetMeter)  # what its driver measures of gossip
+    ready_at: int | None = None
     _tree: Tree | None = None
     _tree_version: int = -1
 
@@ -82,7 +85,7 @@ class SimAgent:
     def tree(self, now: int) -> Tree:
         t = self._tree
         if t is None or self._tree_version != self.intake.plan.version or not t.now_ms <= now < t.valid_until:
-            t = self._tree = derive(self.intake.plan, now)
+            t = self._tree = derive(self.intake.plan, now, prev=t)
             self._tree_version = self.intake.plan.version
         return t
 
@@ -250,7 +253,10 @@ class Simulation:
         ev = self._decode(raw)
         if ev is None or ev.id in self.retracted:
             return False
-        offer = b.intake.offer(ev, source, self.local(b))
+        now = self.local(b)
+        offer = b.intake.offer(ev, source, now)
+        if ev in offer.accepted and source != "self":
+            b.meter.delivered(source == "sync", now - ev.hlc.wall, now)
         return self._took(b, offer)
 
     def _took(self, b: SimAgent, offer: Any) -> bool:
@@ -538,6 +544,7 @@ class Simulation:
         for e in a.intake.plan.events.values():
             a.ids_hash ^= int(e.id[:16], 16)
         a.behaviour = self._behaviour(a)
+        a.meter, a.ready_at = NetMeter(), None
         a.wake_at = None
         a.dirty = True
         a._tree = None
@@ -552,6 +559,7 @@ class Simulation:
             for a in dirty:
                 a.dirty = False
                 now = self.local(a)
+                self._net_view(a, now)
                 effects = a.behaviour.poll(a.tree(now), now)
                 self._run(a, effects)
             for a in self.agents:
@@ -561,7 +569,15 @@ class Simulation:
     def _answer(self, a: SimAgent, ticket: int, answer: Any) -> None:
         assert a.behaviour is not None
         now = self.local(a)
+        self._net_view(a, now)
         self._run(a, a.behaviour.answered(ticket, answer, a.tree(now), now))
+
+    def _net_view(self, a: SimAgent, now: int) -> None:
+        """What the real driver hands a behaviour: its measure of gossip (agent.driver)."""
+        assert a.behaviour is not None
+        if a.ready_at is None and a.behaviour.ready:
+            a.ready_at = now
+        a.behaviour.net = a.meter.view(now, None if a.ready_at is None else a.ready_at + STARTUP_GRACE_MS)
 
     def _run(self, a: SimAgent, effects: list[Effect]) -> None:
         for eff in effects:

@@ -1,0 +1,248 @@
+"""The central baseline: a third driver of the very same behaviour objects, as a central
+orchestrator would run them.
+
+One process, one event log, no network and no windows: every agent's behaviour (decomposers,
+scorers, executors, each with its own key, so the electorate and the scripted LLM's answers are
+those of a swarm with the same keys) reads the one shared plan, and what one publishes the
+others see at once. Every LLM call runs concurrently with the others (each behaviour keeps its
+own at-most-one-job rule, as in the swarm), so decomposers and scorers are asked in parallel.
+Windows that only wait for the network are zero: no startup sync, no settle, no pull before
+work (there are no peers to miss); timeouts that a round ends by are never reached, because a
+round phase ends as soon as the whole electorate has voted. What is left is the LLM work and
+the protocol's own call pattern: the benchmark's baseline (``python -m agent bench``).
+
+Like the simulator it copies no policy: it only executes effects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from agent.behaviour import Decomposer, Executor, Scorer, Timing
+from agent.behaviour.base import Behaviour
+from agent.behaviour.effects import (
+    Ask, Cancel, Count, Effect, Log, Observe, Publish, SyncDone, SyncPeers, WakeAt,
+)
+from agent.core.events import Event, Goal, Hello, PlanParams
+from agent.core.identity import Identity
+from agent.core.intake import Intake
+from agent.core.tree import Tree, derive
+from agent.llm.base import LLM, LLMError
+
+STRATEGIES = ("by place", "by activity", "by day")
+NEVER_MS = 3_600_000  # a timeout the central run never reaches
+
+
+def bench_identity(name: str, tag: str = "bench") -> Identity:
+    """The key an agent called ``name`` gets in a benchmark (the swarm's processes get the same
+    keys, so both runs share an electorate and the scripted LLM gives both the same answers)."""
+    return Identity(hashlib.sha256(f"{tag}:{name}".encode()).digest())
+
+
+def central_timing() -> Timing:
+    return Timing(
+        # all decomposers are asked at once and every one answers: scorers wait for all of them
+        proposal_window_min_ms=NEVER_MS, proposal_window_max_ms=NEVER_MS,
+        prevote_timeout_ms=NEVER_MS, precommit_timeout_ms=NEVER_MS, round_timeout_ms=NEVER_MS,
+        settle_ms=0, startup_sync_ms=0, lease_ms=120_000, lease_margin_ms=0,
+    )
+
+
+@dataclass
+class CallRecord:
+    agent: str
+    role: str
+    kind: str
+    node: str | None
+    start_ms: float
+    end_ms: float | None = None
+    outcome: str = "running"  # answered | cancelled | error
+
+
+@dataclass
+class _Agent:
+    name: str
+    role: str
+    identity: Identity
+    behaviour: Behaviour
+
+
+@dataclass
+class CentralResult:
+    goal_id: str
+    makespan_s: float
+    events: list[Event]
+    calls: list[CallRecord]
+    tree: Tree
+    names: dict[str, str] = field(default_factory=dict)  # peer id -> agent name
+
+
+def wall_ms() -> float:
+    return time.time_ns() / 1e6
+
+
+class Central:
+    def __init__(self, llm: LLM, *, decomposers: int = 3, scorers: int = 3, executors: int = 2,
+                 max_depth: int = 2, max_children: int = 4, max_rounds: int = 2,
+                 timing: Timing | None = None, tag: str = "bench", seed: int = 0) -> None:
+        self.llm = llm
+        self.timing = timing or central_timing()
+        self.intake = Intake()
+        self.agents: list[_Agent] = []
+        for role, count in (("decomposer", decomposers), ("scorer", scorers), ("executor", executors)):
+            for i in range(count):
+                name = f"{role}-{i + 1}"
+                ident = bench_identity(name, tag)
+                if role == "decomposer":
+                    beh: Behaviour = Decomposer(ident.peer_id, self.timing, seed + i,
+                                                strategy=STRATEGIES[i % len(STRATEGIES)])
+                elif role == "scorer":
+                    beh = Scorer(ident.peer_id, self.timing, seed + i, decomposers=decomposers)
+                else:
+                    beh = Executor(ident.peer_id, self.timing, seed + i, sync_before_work=False)
+                self.agents.append(_Agent(name, role, ident, beh))
+        self.submitter = bench_identity("submitter", tag)
+        electorate = tuple(sorted(a.identity.peer_id for a in self.agents if a.role == "scorer"))
+        self.params = PlanParams(electorate=electorate, quorum=len(electorate) // 2 + 1,
+                                 max_depth=max_depth, max_children=max_children, max_rounds=max_rounds)
+        self.calls: list[CallRecord] = []
+        self._live: dict[tuple[int, int], tuple[trio.CancelScope, CallRecord]] = {}
+        self._wake: dict[int, float] = {}
+        self._send, self._recv = trio.open_memory_channel[tuple[int, int, Any]](1000)
+        self._tree: Tree | None = None
+        self._version = -1
+
+    # ------------------------------------------------------------------ the shared log
+    def now(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    def tree(self) -> Tree:
+        now = self.now()
+        t = self._tree
+        if t is None or self._version != self.intake.plan.version or not t.now_ms <= now < t.valid_until:
+            t = self._tree = derive(self.intake.plan, now, prev=t)
+            self._version = self.intake.plan.version
+        return t
+
+    def _publish(self, ident: Identity, body: Any) -> Event:
+        return self.intake.sign(ident, body, self.now())
+
+    # ------------------------------------------------------------------ running
+    async def run(self, goal: str, timeout: float = 3600.0) -> CentralResult:
+        for a in self.agents:
+            self._publish(a.identity, Hello(role=a.role, name=a.name))
+        g = self._publish(self.submitter, Goal(title=goal, params=self.params))
+        t0 = time.monotonic()
+        with trio.fail_after(timeout):
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                while True:
+                    self._settle_all()
+                    if self.tree().is_done(g.id):
+                        break
+                    await self._next_input()
+                nursery.cancel_scope.cancel()
+        makespan = time.monotonic() - t0
+        events = sorted(self.intake.plan.events.values(), key=lambda e: (e.order, e.id))
+        names = {a.identity.peer_id: a.name for a in self.agents}
+        names[self.submitter.peer_id] = "submitter"
+        return CentralResult(g.id, makespan, events, self.calls, self.tree(), names)
+
+    def _settle_all(self) -> None:
+        """Poll every behaviour until none publishes anything more (everything is instant)."""
+        for _ in range(10_000):
+            before = self.intake.plan.version
+            for i, a in enumerate(self.agents):
+                now = self.now()
+                self._execute(i, a.behaviour.poll(self.tree(), now))
+            if self.intake.plan.version == before:
+                return
+        raise RuntimeError("behaviours keep publishing without end")
+
+    async def _next_input(self) -> None:
+        wake = min(self._wake.values(), default=None)
+        timeout = 3600.0 if wake is None else max(0.0, (wake - self.now()) / 1000)
+        with trio.move_on_after(timeout):
+            idx, ticket, answer = await self._recv.receive()
+            self._answer(idx, ticket, answer)
+            while True:  # everything else that is already there
+                try:
+                    idx, ticket, answer = self._recv.receive_nowait()
+                except trio.WouldBlock:
+                    break
+                self._answer(idx, ticket, answer)
+        now = self.now()
+        for i, at in list(self._wake.items()):
+            if at <= now:
+                del self._wake[i]
+
+    def _answer(self, idx: int, ticket: int, answer: Any) -> None:
+        live = self._live.pop((idx, ticket), None)
+        if live is None:
+            return  # cancelled meanwhile
+        a = self.agents[idx]
+        self._execute(idx, a.behaviour.answered(ticket, answer, self.tree(), self.now()))
+
+    def _execute(self, idx: int, effects: list[Effect]) -> None:
+        a = self.agents[idx]
+        for eff in effects:
+            if isinstance(eff, Publish):
+                ev = self._publish(a.identity, eff.body)
+                if eff.ticket is not None:
+                    self._execute(idx, a.behaviour.answered(eff.ticket, ev, self.tree(), self.now()))
+            elif isinstance(eff, Ask):
+                rec = CallRecord(a.name, a.role, eff.request.kind, eff.node, wall_ms())
+                self.calls.append(rec)
+                scope = trio.CancelScope()
+                self._live[(idx, eff.ticket)] = (scope, rec)
+                self._nursery.start_soon(self._ask, idx, eff.ticket, eff.request, scope, rec)
+            elif isinstance(eff, Cancel):
+                live = self._live.pop((idx, eff.ticket), None)
+                if live is not None:
+                    scope, rec = live
+                    scope.cancel()
+                    rec.end_ms, rec.outcome = wall_ms(), "cancelled"
+            elif isinstance(eff, SyncPeers):
+                # no peers: nothing to pull; answered at once
+                self._execute(idx, a.behaviour.answered(eff.ticket, SyncDone(0, 0), self.tree(), self.now()))
+            elif isinstance(eff, WakeAt):
+                cur = self._wake.get(idx)
+                self._wake[idx] = eff.at_ms if cur is None else min(cur, eff.at_ms)
+            elif isinstance(eff, (Count, Observe, Log)):
+                pass
+            else:
+                raise TypeError(f"unknown effect {eff!r}")
+
+    async def _ask(self, idx: int, ticket: int, req: Any, scope: trio.CancelScope, rec: CallRecord) -> None:
+        with scope:
+            try:
+                complete = getattr(self.llm, "complete", None)
+                if complete is not None:
+                    from agent.behaviour.effects import LLMReply
+
+                    ans = await complete(req)
+                    answer: Any = LLMReply(ans.value, ans.prompt_tokens, ans.completion_tokens)
+                else:
+                    from agent.behaviour.effects import LLMReply
+
+                    answer = LLMReply(await self.llm.generate(req))
+                rec.outcome = "answered"
+            except LLMError as exc:
+                answer = exc
+                rec.outcome = "error"
+            rec.end_ms = wall_ms()
+            await self._send.send((idx, ticket, answer))
+
+
+async def run_central(goal: str, latency: float, **kw: Any) -> CentralResult:
+    from agent.llm.scripted import ScriptedLLM
+
+    return await Central(ScriptedLLM(latency), **kw).run(goal)
+
+
+__all__ = ["Central", "CentralResult", "CallRecord", "bench_identity", "central_timing", "run_central"]

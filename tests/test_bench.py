@@ -1,0 +1,98 @@
+"""The benchmark's parts (no timing assertions: figures come from `make bench`): the central
+baseline drives the real behaviours to a done plan; the critical path covers goal -> done; the
+LLM-call accounting; the gossip meter behind the executors' windows; a Cancel really stops an
+Ollama request; `python -m agent bench` smoke (core section)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import trio
+
+from agent.bench.critical import CATEGORIES, CriticalPath, breakdown, llm_calls
+from agent.behaviour.timing import NetMeter
+from agent.central import Central, bench_identity
+from agent.llm.scripted import ScriptedLLM
+
+
+def _central(latency: float = 0.01, **kw):
+    return trio.run(lambda: Central(ScriptedLLM(latency), **kw).run("Plan a two-week trip to Japan", timeout=120))
+
+
+def test_central_baseline_finishes_the_plan_with_every_call_useful():
+    res = _central()
+    assert res.tree.is_done(res.goal_id)
+    calls = llm_calls(res.events, res.calls, res.names)
+    assert set(calls) == {"decompose", "score", "execute"}
+    assert all(row["wasted"] == 0 and row["cancelled"] == 0 for row in calls.values()), calls
+    tasks = sum(1 for n in res.tree.walk() if n.task is not None)
+    assert calls["execute"]["useful"] == tasks
+    # the electorate is the bench keys' (the swarm's processes get the same ones)
+    scorers = {bench_identity(f"scorer-{i}").peer_id for i in (1, 2, 3)}
+    assert set(res.tree.roots[0].params.electorate) == scorers
+
+
+def test_critical_path_runs_from_the_goal_to_the_root_result_without_gaps():
+    res = _central()
+    cp = CriticalPath(res.events, res.calls, [], res.names)
+    segs = cp.walk(res.goal_id)
+    goal = next(e for e in res.events if e.type == "goal")
+    root_result = cp.plan.leases(res.goal_id).counted
+    assert segs and abs(segs[0].start - goal.hlc.wall) <= 2
+    assert abs(segs[-1].end - root_result.hlc.wall) <= 2
+    for a, b in zip(segs, segs[1:]):
+        assert b.start >= a.end - 2, (a, b)  # consecutive, no overlap
+    total = sum(s.ms for s in segs)
+    assert abs(total - (root_result.hlc.wall - goal.hlc.wall)) <= 5 + 2 * len(segs)
+    labels = breakdown(res.events, res.calls, [], res.names, res.goal_id)
+    assert set(labels) == set(CATEGORIES)
+    assert labels["llm: execute"] > 0 and labels["unexplained"] == 0
+
+
+def test_net_meter_ignores_startup_history_and_flags_misses():
+    m = NetMeter(min_samples=4, miss_window_ms=10_000)
+    for i in range(10):
+        m.delivered(False, 900, now=1_000 + i)  # the mesh forming: slow
+    assert m.view(2_000, ignore_before=None).delay_ms == 900
+    for i in range(10):
+        m.delivered(False, 20 + i, now=5_000 + i)
+    v = m.view(6_000, ignore_before=4_000)
+    assert v.delay_ms == 29 and v.gossip_healthy
+    m.delivered(True, 5_000, now=7_000)  # sync brought an event gossip should have: a miss
+    assert not m.view(8_000, ignore_before=4_000).gossip_healthy
+    assert m.view(17_001, ignore_before=4_000).gossip_healthy  # healthy again after the window
+    assert not m.view(3_000, ignore_before=4_000).gossip_healthy  # not before the grace is over
+
+
+async def test_a_cancel_stops_the_request_in_the_ollama_backend():
+    """What the driver does with a Cancel effect (cancel the call's scope) reaches the server:
+    the request leaves its slot while generating (the fake server sees the client go)."""
+    from agent.llm.ollama_backend import OllamaLLM
+    from agent.llm.prompts import score_request
+    from support.fake_ollama import FakeOllama, QueueModel
+
+    q = QueueModel(parallel=1, token_seconds=0.05, tokens=200)  # 10 s per answer
+    with FakeOllama(models=["m"], queue=q) as fake:
+        llm = OllamaLLM(fake.url, "m", timeout=60, retries=0)
+        req = score_request(goal="g", title="t", description="", strategy="s",
+                            subgoals=[{"title": "a", "description": "b", "atomic": True}], scorer="x", seed=1)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(llm.generate, req)
+            await trio.to_thread.run_sync(q.wait_for, lambda s: s["active"] == 1)
+            nursery.cancel_scope.cancel()
+        s = await trio.to_thread.run_sync(q.wait_for, lambda s: s["cancelled"] == 1)
+        await llm.aclose()
+    assert s["active"] == 0 and q.summary()["cancelled_while_running"] == 1
+
+
+def test_bench_command_core_section(tmp_path):
+    out = tmp_path / "b.json"
+    r = subprocess.run([sys.executable, "-m", "agent", "bench", "--sections", "core", "--core-sizes", "600",
+                        "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    data = json.loads(out.read_text())
+    row = data["core"]["600"]
+    assert row["events"] >= 600 and row["update_incremental_ms_p50"] > 0
+    assert "## Core" in r.stdout and out.with_suffix(".md").exists()
