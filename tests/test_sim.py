@@ -69,6 +69,14 @@ def test_regression_seeds(seed):
     assert r.ok, r.violations
 
 
+def test_regression_busy_executor_did_not_see_its_home_task_go_stale():
+    """Seed 41 without faults: an executor busy on one task noted another task as ready only
+    when it got to it, took it for fresh and claimed it without settling, while another
+    executor had already taken it over: LLM work from two claims. Pinned."""
+    r = run_seed(41, SimConfig())
+    assert r.ok, r.violations
+
+
 # ----------------------------------------------------------------- the checker can fail
 def _first_failing(base: SimConfig, seeds, invariant: str) -> int | None:
     for seed in seeds:

@@ -68,17 +68,21 @@ class Executor(Behaviour):
 
     # ------------------------------------------------------------------ poll
     def _poll(self, tree: Tree, now: int) -> list[Effect]:
-        if self.task is not None:
-            return self._tend(tree, now)
-        if self.backoff.blocked(now):
-            return wake_at([self.backoff.until_ms])
         ready = [n for n in tree.walk_active() if n.task is not None and n.state is NodeState.READY]
         first_poll = not self._primed
         self._primed = True
         for n in ready:
-            # what was ready before I could see it counts as old (a restart must not take
-            # a task for fresh and skip the settle window)
+            # noted while busy too (a task that became ready while I worked on another is not
+            # fresh when I get to it), and what was ready before I could see it at all counts
+            # as old (a restart must not take a task for fresh and skip the settle window)
             self.seen_ready.setdefault(n.id, now - self.timing.steal_after_ms if first_poll else now)
+        if len(self.seen_ready) > 4 * len(ready) + 64:  # forget tasks that are long gone
+            live = {n.id for n in ready}
+            self.seen_ready = {k: v for k, v in self.seen_ready.items() if k in live}
+        if self.task is not None:
+            return self._tend(tree, now)
+        if self.backoff.blocked(now):
+            return wake_at([self.backoff.until_ms])
         if not ready:
             return []
         executors = sorted({p for p, roles in tree.members.items() if "executor" in roles} | {self.me})

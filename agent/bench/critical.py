@@ -33,7 +33,8 @@ from agent.core.events import Event
 from agent.core.plan import Plan, fold
 
 CATEGORIES = (
-    "llm: decompose", "llm: score", "llm: execute", "gossip + reaction", "reaction", "votes",
+    "llm: decompose", "llm: score", "llm: atomic", "llm: execute", "llm: synthesize",
+    "gossip + reaction", "reaction", "votes",
     "competition window", "vote timeouts", "settle", "sync", "lost claim race", "unexplained",
 )
 
@@ -152,7 +153,7 @@ class CriticalPath:
         claim = self.plan.claims[r.body.claim]
         agent = self.name(r)
         node = r.body.node
-        calls = [c for c in self.calls.get(agent, ()) if c.kind == "execute" and c.node == node
+        calls = [c for c in self.calls.get(agent, ()) if c.kind in ("execute", "synthesize") and c.node == node
                  and c.start_ms >= claim.hlc.wall - 5 and (c.end_ms or 0) <= r.hlc.wall + 5]
         if not calls:
             self.seg(claim.hlc.wall, r.hlc.wall, "unexplained", f"{agent} execute {node[-8:]}")
@@ -161,7 +162,7 @@ class CriticalPath:
         self.seg(last.end_ms, r.hlc.wall, "reaction", "answer -> result")
         t = last.end_ms
         for c in sorted(calls, key=lambda c: c.start_ms, reverse=True):
-            self.seg(c.start_ms, min(t, c.end_ms or t), "llm: execute", f"{agent} {node[-8:]}")
+            self.seg(c.start_ms, min(t, c.end_ms or t), f"llm: {c.kind}", f"{agent} {node[-8:]}")
             t = c.start_ms
         first = t
         # between the claim and the first call: the pull from peers, the rest is the settle window
@@ -336,7 +337,7 @@ def llm_calls(events: Iterable[Event], calls: list[CallRecord], names: dict[str,
             row["wasted"] += 1
             continue
         node = c.node or ""
-        if c.kind in ("score", "decompose"):
+        if c.kind in ("score", "decompose", "atomic"):
             d = decided_at.get(node)
             row["useful" if d is None or c.end_ms <= d + 1 else "wasted"] += 1
         else:
