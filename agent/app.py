@@ -15,14 +15,14 @@ from agent import metrics
 from agent.behaviour import make as make_behaviour
 from agent.core.backoff import Backoff
 from agent.behaviour.base import Behaviour
-from agent.core.events import Goal, Hello, PlanParams
+from agent.behaviour.work import DEFAULT_STRATEGIES
+from agent.core.events import Hello
 from agent.driver import Driver, declare_llm_series
+from agent.goals import SubmitError, choose_electorate, make_goal, wait_for_peers
+from agent.supervise import _sleep_backoff, supervise
 from agent.llm.base import LLMError, LLMUnavailable
 from agent.runtime import Runtime, open_runtime, wall_ms
 from agent.settings import Settings
-
-DEFAULT_STRATEGIES = ("by place", "by activity", "by day")
-
 
 async def _until_signal(cancel: trio.CancelScope, log: Any) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -30,12 +30,6 @@ async def _until_signal(cancel: trio.CancelScope, log: Any) -> None:
             log.info("shutting down", signal=signal.Signals(sig).name)
             cancel.cancel()
             return
-
-
-async def _sleep_backoff(backoff: Backoff, log: Any, exc: Exception, what: str) -> None:
-    delay = backoff.failed(wall_ms())
-    log.warning(f"{what}; backing off", error=str(exc)[:300], retry_in=round(delay / 1000, 1))
-    await trio.sleep(delay / 1000)
 
 
 async def _llm_with_retry(settings: Settings, log: Any):
@@ -93,45 +87,6 @@ async def serve(settings: Settings, role: str) -> None:
                 await llm.aclose()
 
 
-async def supervise(run: Callable[[], Awaitable[None]], rt: Runtime, backoff: Backoff | None = None) -> None:
-    """Run a role; if a bug makes it raise, log the traceback, back off and start it afresh
-    (a new behaviour object: its state rebuilds from the log) rather than let the process die
-    and crash-loop under a supervisor."""
-    backoff = backoff or Backoff(1_000, 60_000)
-    while True:
-        try:
-            await run()
-            return
-        except Exception as exc:  # a bug in the role: trio.Cancelled is a BaseException and passes
-            rt.log.exception("role failed; restarting it", error=repr(exc)[:300])
-            metrics.ROLE_RESTARTS.inc()
-            await _sleep_backoff(backoff, rt.log, exc, "role failed")
-
-
-def plan_params(settings: Settings, electorate: list[str]) -> PlanParams:
-    electorate = sorted(set(electorate))
-    return PlanParams(electorate=tuple(electorate), quorum=settings.quorum_for(len(electorate)),
-                      max_depth=settings.max_depth, max_children=settings.max_children,
-                      max_rounds=settings.max_rounds,
-                      max_lease_ms=int(settings.max_lease_seconds * 1000))
-
-
-def make_goal(settings: Settings, title: str, description: str, electorate: list[str]) -> Goal:
-    """The goal event's body, validated (pydantic raises ValidationError on bad input): what
-    `submit` and the observer's web form publish."""
-    return Goal(title=title, description=description, params=plan_params(settings, electorate))
-
-
-def known_scorers(rt: Runtime, expected: int = 0) -> list[str]:
-    """The electorate a new goal names: scorers that announced themselves (signed hello); the
-    connected ones if there are enough of them (a scorer that left keeps its old hello), all
-    announced ones otherwise. With a swarm key only members can announce themselves."""
-    announced = sorted(p for p, roles in rt.plan.roles.items() if "scorer" in roles)
-    live = set(rt.net.connected) if rt.net is not None else set()
-    connected = [p for p in announced if p in live]
-    return connected if expected and len(connected) >= expected else announced
-
-
 async def _with_temp_peer(settings: Settings, role: str, body: Callable[[Runtime], Awaitable[Any]]) -> Any:
     settings = settings.model_copy(update={"listen_port": 0})  # never clash with a local agent
     with tempfile.TemporaryDirectory(prefix=f"swarm-{role}-") as tmp:
@@ -148,31 +103,6 @@ async def _with_temp_peer(settings: Settings, role: str, body: Callable[[Runtime
         if failure is not None:
             raise failure
         return result
-
-
-async def wait_for_peers(rt: Runtime, count: int, timeout: float) -> None:
-    with trio.fail_after(timeout):
-        while len(rt.net.connected) < count:
-            await trio.sleep(0.1)
-
-
-class SubmitError(RuntimeError):
-    pass
-
-
-async def choose_electorate(settings: Settings, rt: Runtime, timeout: float) -> list[str]:
-    """Wait (up to ``timeout``) until ``settings.scorers`` scorers are known; name those known."""
-    with trio.move_on_after(timeout):
-        while len(known_scorers(rt, settings.scorers)) < settings.scorers:
-            await rt.net.sync_all()
-            await trio.sleep(0.3)
-    scorers = known_scorers(rt, settings.scorers)
-    if not scorers:
-        raise SubmitError(f"no scorer announced itself within {timeout:.0f}s: nobody could vote on the goal")
-    if len(scorers) < settings.scorers:
-        rt.log.warning("fewer scorers than expected; naming those known", expected=settings.scorers,
-                       known=len(scorers))
-    return scorers
 
 
 async def submit(settings: Settings, title: str, description: str = "", timeout: float = 60.0,

@@ -15,7 +15,8 @@ from pathlib import Path
 import trio
 from rich.console import Console
 
-from agent.app import DEFAULT_STRATEGIES, plan_params
+from agent.behaviour.work import DEFAULT_STRATEGIES
+from agent.goals import plan_params
 from agent.core.events import Goal
 from agent.render import markdown_plan, rich_tree
 from agent.runtime import load_identity, open_runtime

@@ -24,7 +24,7 @@ from agent.core.intake import Intake, IntakeConfig, Offer, Status
 from agent.core.reasons import Reason, Rejected
 from agent.core.tree import NodeState, Tree, derive
 from agent.eventlog import EventLog
-from agent.logdedup import RepeatedErrors
+from agent.errlog import RepeatedErrorLog
 from agent.settings import Settings
 
 
@@ -78,7 +78,8 @@ class Runtime:
         self.plan = self.intake.plan
         self._unsaved: list[bytes] = []  # received events the disk refused: retried
         self._outbox: list[Event] = []  # our own events waiting to be stored, then published
-        self._errors = RepeatedErrors(self.log)
+        self._persist_errors = RepeatedErrorLog(self.log, "cannot persist events; will retry")
+        self._outbox_errors = RepeatedErrorLog(self.log, "cannot store our own event; it waits")
         self._listeners: list[Callable[[], None]] = []
         self._changed = trio.Event()
         self._tree: Tree | None = None
@@ -196,9 +197,10 @@ class Runtime:
                 self._unsaved.pop(0)
         except StoreError as exc:
             # Kept in memory and retried: nothing accepted is dropped.
-            self._errors.error("cannot persist events; will retry", str(exc), unsaved=len(self._unsaved))
+            self._persist_errors.failed(str(exc), unsaved=len(self._unsaved))
         else:
-            self._errors.cleared("cannot persist events; will retry")
+            if self._persist_errors.failing:
+                self._persist_errors.succeeded()
         metrics.EVENTS_STORED.set(len(self.plan))
 
     def _changed_now(self) -> None:
@@ -216,7 +218,6 @@ class Runtime:
                 self._flush_unsaved()
             if self._outbox:
                 await self._flush_outbox()
-            self._errors.summarize()
             tree = self.tree()
             self._progress.observe(tree, self.plan.goals)
             if tree.now_ms >= tree.valid_until - 500:
@@ -246,9 +247,10 @@ class Runtime:
             try:
                 self.store.append(ev.raw)
             except StoreError as exc:
-                self._errors.error("cannot store our own event; it waits", str(exc), outbox=len(self._outbox))
+                self._outbox_errors.failed(str(exc), outbox=len(self._outbox))
                 return
-            self._errors.cleared("cannot store our own event; it waits")
+            if self._outbox_errors.failing:
+                self._outbox_errors.succeeded()
             self._outbox.pop(0)
             metrics.EVENTS_STORED.set(len(self.plan))
             metrics.EVENTS_PUBLISHED.labels(type=ev.type).inc()

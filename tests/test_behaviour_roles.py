@@ -8,11 +8,11 @@ from agent.behaviour.effects import (
 )
 from agent.core.consensus import NIL
 from agent.core.events import Claim, Proposal, Release, Renew, Result
-from agent.core.plan import child_id, fold
+from agent.core.plan import fold
 from agent.core.tree import derive
 from agent.llm.base import LLMBadOutput, LLMUnavailable
 from agent.llm.scripted import scripted_answer
-from builders import T0, claim, ev, goal, ident, precommit, prevote, proposal, result, score
+from builders import T0, claim, ev, goal, ident, precommit, proposal, result, score
 
 U = ident("user")
 ME = ident("me")

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from agent.net.config import NetConfig
-from agent.net.errlog import RepeatedErrorLog
+from agent.errlog import RepeatedErrorLog
 from agent.net.swarmkey import (
     SwarmKeyError, format_swarm_key, generate_swarm_key, key_id, parse_swarm_key,
 )

@@ -11,7 +11,7 @@ import orjson
 import trio
 
 from agent import metrics
-from agent.app import supervise
+from agent.supervise import supervise
 from agent.behaviour import Decomposer, Executor, Scorer
 from agent.core.backoff import Backoff
 from agent.core.events import Goal, Hello, sign_event
@@ -235,7 +235,7 @@ async def test_a_whole_swarm_over_an_in_memory_bus_plans_a_goal(tmp_path):
     user = make_rt(tmp_path / "user", role="submitter", bus=bus)
     llm = ScriptedLLM()
     electorate = [rt.me for rt in rts if rt.role == "scorer"]
-    from agent.app import plan_params
+    from agent.goals import plan_params
 
     with trio.fail_after(60):
         async with trio.open_nursery() as n:

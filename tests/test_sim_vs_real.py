@@ -5,7 +5,7 @@ decisions in the same order, with the same results (a structural comparison of t
 import pytest
 import trio
 
-from agent.app import plan_params
+from agent.goals import plan_params
 from agent.core.events import Goal
 from agent.core.tree import derive
 from agent.settings import load_settings

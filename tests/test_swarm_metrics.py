@@ -14,7 +14,7 @@ import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.app import plan_params
+from agent.goals import plan_params
 from agent.core.events import Claim, Goal, sign_event
 from agent.core.hlc import Timestamp
 from builders import ident

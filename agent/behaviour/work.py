@@ -8,7 +8,7 @@ those values off the folded tree and delegate to them.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence
 
 from agent.core.events import Proposal, Result, Subgoal
 from agent.core.scoring import (

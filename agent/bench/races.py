@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import shutil
-import statistics
 import tempfile
 from collections import defaultdict
 from pathlib import Path

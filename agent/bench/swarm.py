@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import trio
 
-from agent.app import plan_params
+from agent.goals import plan_params
 from agent.central import CallRecord
 from agent.core.events import Event, Goal
 from agent.demo import Child, DemoConfig, plan_children, start, stop

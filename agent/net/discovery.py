@@ -11,7 +11,6 @@ Never run mDNS in a test outside a network namespace: zeroconf binds every inter
 from __future__ import annotations
 
 import ipaddress
-import random
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -19,8 +18,10 @@ from typing import Any, Callable
 import trio
 from multiaddr import Multiaddr
 
+from agent.core.backoff import Backoff
+
 __all__ = [
-    "Backoff", "DiscoveryBridge", "PeerBook", "concrete_ips", "parse_peer_addr", "usable_addrs",
+    "DiscoveryBridge", "PeerBook", "concrete_ips", "parse_peer_addr", "usable_addrs",
 ]
 
 _WILDCARDS = {"0.0.0.0", "::", ""}
@@ -92,30 +93,6 @@ def usable_addrs(addrs: list[Multiaddr]) -> list[Multiaddr]:
             continue
         out.append(a)
     return out
-
-
-@dataclass
-class Backoff:
-    """Exponential redial backoff for one peer: base, 2*base, ... capped, with jitter."""
-
-    base: float
-    cap: float = 60.0
-    failures: int = 0
-    next_at: float = 0.0
-
-    def due(self, now: float) -> bool:
-        return now >= self.next_at
-
-    def failed(self, now: float) -> float:
-        self.failures += 1
-        delay = min(self.cap, self.base * (2 ** min(self.failures - 1, 16)))
-        delay *= random.uniform(0.8, 1.2)
-        self.next_at = now + delay
-        return delay
-
-    def reset(self) -> None:
-        self.failures = 0
-        self.next_at = 0.0
 
 
 @dataclass

@@ -43,7 +43,7 @@ from agent import metrics
 from agent.core.events import MAX_EVENT_BYTES, decode_event
 from agent.core.reasons import Rejected
 
-from .errlog import RepeatedErrorLog
+from agent.errlog import RepeatedErrorLog
 from .intake import Intake
 from .stats import GossipStats, bump
 

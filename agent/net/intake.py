@@ -7,7 +7,7 @@ from typing import Any
 
 import trio
 
-from .errlog import RepeatedErrorLog
+from agent.errlog import RepeatedErrorLog
 from .stats import IntakeStats
 
 __all__ = ["IngestFn", "Intake"]

@@ -32,7 +32,7 @@ from multiaddr import Multiaddr
 from agent import metrics
 
 from .discovery import DiscoveryBridge, KnownPeer, PeerBook, parse_peer_addr, usable_addrs
-from .errlog import RepeatedErrorLog
+from agent.errlog import RepeatedErrorLog
 from .stats import ConnectionStats, PeerStats, bump
 from .wire import ConnErrorKind
 

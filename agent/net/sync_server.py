@@ -26,7 +26,7 @@ from libp2p.network.stream.exceptions import StreamError
 from agent import metrics
 
 from .config import SyncLimits
-from .errlog import RepeatedErrorLog
+from agent.errlog import RepeatedErrorLog
 from .stats import SyncServerStats, bump
 from .store import EventStore, StoreError
 from .sync import (

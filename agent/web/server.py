@@ -41,7 +41,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from agent.app import SubmitError, choose_electorate, make_goal, supervise
+from agent.goals import SubmitError, choose_electorate, make_goal
+from agent.supervise import supervise
 from agent.core.events import Goal, PlanParams, canonical
 from agent.driver import Driver
 from agent.render import markdown_plan

@@ -1,0 +1,59 @@
+"""What a new goal is made of: its plan parameters, its fixed electorate (the scorers the
+submitter knows), validated; shared by `submit` and the observer's web form."""
+
+from __future__ import annotations
+
+import trio
+
+from agent.core.events import Goal, PlanParams
+from agent.runtime import Runtime
+from agent.settings import Settings
+
+
+class SubmitError(RuntimeError):
+    pass
+
+
+def plan_params(settings: Settings, electorate: list[str]) -> PlanParams:
+    electorate = sorted(set(electorate))
+    return PlanParams(electorate=tuple(electorate), quorum=settings.quorum_for(len(electorate)),
+                      max_depth=settings.max_depth, max_children=settings.max_children,
+                      max_rounds=settings.max_rounds,
+                      max_lease_ms=int(settings.max_lease_seconds * 1000))
+
+
+def make_goal(settings: Settings, title: str, description: str, electorate: list[str]) -> Goal:
+    """The goal event's body, validated (pydantic raises ValidationError on bad input): what
+    `submit` and the observer's web form publish."""
+    return Goal(title=title, description=description, params=plan_params(settings, electorate))
+
+
+def known_scorers(rt: Runtime, expected: int = 0) -> list[str]:
+    """The electorate a new goal names: scorers that announced themselves (signed hello); the
+    connected ones if there are enough of them (a scorer that left keeps its old hello), all
+    announced ones otherwise. With a swarm key only members can announce themselves."""
+    announced = sorted(p for p, roles in rt.plan.roles.items() if "scorer" in roles)
+    live = set(rt.net.connected) if rt.net is not None else set()
+    connected = [p for p in announced if p in live]
+    return connected if expected and len(connected) >= expected else announced
+
+
+async def wait_for_peers(rt: Runtime, count: int, timeout: float) -> None:
+    with trio.fail_after(timeout):
+        while len(rt.net.connected) < count:
+            await trio.sleep(0.1)
+
+
+async def choose_electorate(settings: Settings, rt: Runtime, timeout: float) -> list[str]:
+    """Wait (up to ``timeout``) until ``settings.scorers`` scorers are known; name those known."""
+    with trio.move_on_after(timeout):
+        while len(known_scorers(rt, settings.scorers)) < settings.scorers:
+            await rt.net.sync_all()
+            await trio.sleep(0.3)
+    scorers = known_scorers(rt, settings.scorers)
+    if not scorers:
+        raise SubmitError(f"no scorer announced itself within {timeout:.0f}s: nobody could vote on the goal")
+    if len(scorers) < settings.scorers:
+        rt.log.warning("fewer scorers than expected; naming those known", expected=settings.scorers,
+                       known=len(scorers))
+    return scorers
