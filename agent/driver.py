@@ -52,6 +52,7 @@ async def ask(llm: LLM, req: LLMRequest, role: str) -> LLMReply:
         complete = getattr(llm, "complete", None)
         if complete is not None:
             ans = await complete(req)
+            metrics.count_tokens(role, ans.prompt_tokens, ans.completion_tokens)
             return LLMReply(ans.value, ans.prompt_tokens, ans.completion_tokens)
         return LLMReply(await llm.generate(req))
     except LLMError as exc:

@@ -255,3 +255,7 @@ async def test_a_whole_swarm_over_an_in_memory_bus_plans_a_goal(tmp_path):
     assert len(digests) == 1
     assert tree.node(g.id).result is not None and max(n.depth for n in tree.walk()) == 2
     assert sum(n.executed_twice for n in tree.walk()) == 0
+    # what the plan cost in tokens, splits and judgments and results included, rolled up
+    spent = tree.to_json()["goals"][0]["tokens"]
+    leaves = tree.node(g.id).children[0].to_json()["tokens"]
+    assert spent["prompt"] > leaves["prompt"] > 0 and spent["completion"] > 0

@@ -94,7 +94,8 @@ class Decomposer(Behaviour):
             return [log("info", "node moved on while thinking; split dropped", node=job.node)]
         if isinstance(answer, LLMReply):
             try:
-                body = work.proposal_from(answer.value, n, self.strategy, job.refines, tree)
+                body = work.proposal_from(answer.value, n, self.strategy, job.refines, tree,
+                                          answer.prompt_tokens, answer.completion_tokens)
             except LLMBadOutput as exc:
                 answer = exc
             else:

@@ -270,9 +270,11 @@ class Scorer(Behaviour):
         elif not isinstance(answer, LLMReply):
             raise TypeError(f"unexpected answer {answer!r}")
         self.verdicts[p.id] = verdict
+        spent = (answer.prompt_tokens, answer.completion_tokens) if isinstance(answer, LLMReply) else (0, 0)
         out.append(Publish(Score(node=n.id, proposal=p.id, specificity=verdict.specificity,
                                  non_overlap=verdict.non_overlap, coverage=verdict.coverage,
-                                 acceptable=verdict.acceptable, feedback=verdict.feedback)))
+                                 acceptable=verdict.acceptable, feedback=verdict.feedback,
+                                 prompt_tokens=spent[0], completion_tokens=spent[1])))
         return out + self._poll(tree, now)
 
     def _judged_atomic(self, n: NodeView, answer: Any, tree: Tree, now: int) -> list[Effect]:

@@ -211,7 +211,7 @@ def decompose_req(tree: Tree, node: NodeView, strategy: str, seed: int | None,
 
 
 def proposal_from(answer: dict, node: NodeView, strategy: str, refines: str | None,
-                  tree: Tree | None = None) -> Proposal:
+                  tree: Tree | None = None, prompt_tokens: int = 0, completion_tokens: int = 0) -> Proposal:
     """Raises LLMBadOutput when the split is unusable (so the caller retries with a new seed).
     With ``tree``, subgoals restating any ancestor or another branch are dropped too."""
     ancestors = _above(tree, node) if tree is not None else []
@@ -223,7 +223,7 @@ def proposal_from(answer: dict, node: NodeView, strategy: str, refines: str | No
         node=node.id, strategy=strategy_for(strategy, "", node.title, node.description)[:40],
         subgoals=tuple(Subgoal(title=s["title"], description=s["description"], atomic=False)
                        for s in subgoals),
-        refines=refines,
+        refines=refines, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
     )
 
 

@@ -104,6 +104,8 @@ class Proposal(_Model):
     strategy: str = Field(min_length=1, max_length=40)
     subgoals: tuple[Subgoal, ...] = Field(min_length=2, max_length=12)
     refines: EventId | None = None
+    prompt_tokens: int = Field(default=0, ge=0, le=10_000_000)  # what the LLM call cost
+    completion_tokens: int = Field(default=0, ge=0, le=10_000_000)
 
 
 class Score(_Model):
@@ -118,6 +120,8 @@ class Score(_Model):
     coverage: Score01
     acceptable: bool
     feedback: str = Field(default="", max_length=400)
+    prompt_tokens: int = Field(default=0, ge=0, le=10_000_000)
+    completion_tokens: int = Field(default=0, ge=0, le=10_000_000)
 
 
 class Vote(_Model):

@@ -36,6 +36,7 @@ class ScoreView:
     acceptable: bool
     feedback: str
     wall: int
+    tokens: tuple[int, int] = (0, 0)  # (prompt, completion) the judgment cost
 
     @property
     def overall(self) -> float:
@@ -51,6 +52,7 @@ class ProposalView:
     wall: int
     subgoals: list[dict[str, Any]]
     scores: list[ScoreView] = field(default_factory=list)  # one per scorer, earliest first
+    tokens: tuple[int, int] = (0, 0)  # (prompt, completion) the split cost
 
     def mean_score(self) -> float:
         return sum(s.overall for s in self.scores) / len(self.scores) if self.scores else 0.0
@@ -107,6 +109,21 @@ class NodeView:
     def first_proposal_wall(self) -> int | None:
         return min((p.wall for p in self.proposals), default=None)
 
+    def tokens(self) -> tuple[int, int]:
+        """(prompt, completion) tokens the LLM spent on this node and everything under it: its
+        splits, their judgments and its counted result (losing splits are part of the cost)."""
+        p = c = 0
+        for pv in self.proposals:
+            p, c = p + pv.tokens[0], c + pv.tokens[1]
+            for s in pv.scores:
+                p, c = p + s.tokens[0], c + s.tokens[1]
+        if self.result:
+            p, c = p + self.result.get("prompt_tokens", 0), c + self.result.get("completion_tokens", 0)
+        for child in self.children:
+            cp, cc = child.tokens()
+            p, c = p + cp, c + cc
+        return p, c
+
     def to_json(self) -> dict[str, Any]:
         rounds = []
         if self.tally is not None:
@@ -152,6 +169,7 @@ class NodeView:
             "executed_twice": self.executed_twice,
             "late_results": self.late_results,
             "result": self.result,
+            "tokens": dict(zip(("prompt", "completion"), self.tokens())),
             "children": [c.to_json() for c in self.children],
         }
 
@@ -306,7 +324,8 @@ def _score_views(events: list) -> dict[str, list[ScoreView]]:
             continue  # a scorer's first judgment of a proposal stands
         seen.add((s.author, b.proposal))
         out.setdefault(b.proposal, []).append(ScoreView(
-            s.author, b.specificity, b.non_overlap, b.coverage, b.acceptable, b.feedback, s.hlc.wall))
+            s.author, b.specificity, b.non_overlap, b.coverage, b.acceptable, b.feedback, s.hlc.wall,
+            (b.prompt_tokens, b.completion_tokens)))
     return out
 
 
@@ -320,7 +339,7 @@ def _derive_node(plan: Plan, n: NodeView, now_ms: int, index: dict[str, NodeView
             b = p.body
             n.proposals.append(ProposalView(
                 p.id, p.author, b.strategy, b.refines, p.hlc.wall,
-                plan.subgoal_dicts(p.id), scores.get(p.id, []),
+                plan.subgoal_dicts(p.id), scores.get(p.id, []), (b.prompt_tokens, b.completion_tokens),
             ))
     if n.depth >= n.params.max_depth:
         n.leaf, n.leaf_reason = True, "max_depth"
