@@ -22,6 +22,7 @@ from typing import Any
 from agent.behaviour import Decomposer, Executor, Scorer
 from agent.behaviour.base import Behaviour
 from agent.behaviour.timing import STARTUP_GRACE_MS, NetMeter
+from agent.behaviour.work import DEFAULT_STRATEGIES as STRATEGIES  # the demo's, in the same order
 from agent.behaviour.effects import (
     Ask, Cancel, Count, Effect, LLMReply, Log, Metric, Observe, Publish, PublishFailed, SyncDone,
     SyncPeers, WakeAt,
@@ -40,7 +41,6 @@ from .checker import Checker
 from .byzantine import EquivocatingScorer, ForgedPublish, SquatterExecutor, StrangerVoter
 from .config import START_MS, SimConfig
 
-STRATEGIES = ("by place", "by activity", "by day", "by phase")
 
 
 def sim_identity(seed: int, name: str) -> Identity:
