@@ -109,8 +109,9 @@ class Runtime:
                 self.log.warning("stored event refused on reload", event_id=ev.id, reason=exc.reason.value)
         metrics.EVENTS_STORED.set(len(self.plan))
         self._progress.observe(self.tree(), self.plan.goals, record=False)  # what was decided before is not news
+        where = getattr(self.store, "path", None)  # the data dir, when the log is a file in it
         self.log.info("log reloaded", events=len(self.plan), refused=bad,
-                      torn=getattr(self.store, "torn", 0))
+                      torn=getattr(self.store, "torn", 0), path=str(where.parent) if where else None)
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
