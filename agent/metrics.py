@@ -127,6 +127,12 @@ GOSSIP_DROPPED = Counter(
     ["reason"],
     registry=REGISTRY,
 )
+GOSSIP_RECEIVED = Counter(
+    "swarm_gossip_messages_received",
+    "Gossip messages from other peers off the subscription (duplicates the mesh delivers "
+    "included; the agent's own messages coming back excluded)",
+    registry=REGISTRY,
+)
 SYNC_REFUSE_REASONS = ("bad_request", "busy", "idle_timeout")
 SYNC_REQUESTS_REFUSED = Counter(
     "swarm_sync_requests_refused",

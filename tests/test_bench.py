@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import trio
 
 from agent.bench.critical import CATEGORIES, CriticalPath, breakdown, llm_calls
@@ -96,3 +97,29 @@ def test_bench_command_core_section(tmp_path):
     row = data["core"]["600"]
     assert row["events"] >= 600 and row["update_incremental_ms_p50"] > 0
     assert "## Core" in r.stdout and out.with_suffix(".md").exists()
+
+
+def test_scale_roles_add_up_and_keep_an_odd_electorate():
+    from agent.bench.scale import roles_for
+
+    with pytest.raises(ValueError):
+        roles_for(5)
+    for n in (6, 8, 10, 20, 30, 45):
+        r = roles_for(n)
+        assert sum(r.values()) == n, (n, r)
+        assert r["scorers"] % 2 == 1 and r["scorers"] >= 3
+        assert min(r.values()) >= 1
+
+
+@pytest.mark.slow
+def test_scale_run_reports_usage_and_gossip(tmp_path):
+    """A small scale run completes and reads real figures: every agent's RSS and CPU, and the
+    gossip counter scraped from every agent (it moves only if gossip flowed)."""
+    from agent.bench.scale import run_scale
+
+    r = run_scale(6, tmp_path, latency=0.05, idle_s=1.0, timeout=240, max_depth=1)
+    assert r.ok, r.error
+    assert not r.died
+    assert len(r.busy["rss_mb"]) == 6 and all(x > 20 for x in r.busy["rss_mb"])
+    assert r.gossip_msgs_per_s and r.gossip_msgs_per_s > 0
+    assert r.events > 5

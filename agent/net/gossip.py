@@ -312,6 +312,7 @@ class GossipChannel:
                 self._stats.own += 1  # the runtime ingested it when it published
                 continue
             self._stats.received += 1
+            metrics.GOSSIP_RECEIVED.inc()
             try:
                 inbox.send_nowait((bytes(msg.data), origin))
             except trio.WouldBlock:

@@ -1,0 +1,225 @@
+"""Scale: the largest swarm of separate agent processes this machine runs to completion.
+
+For each size N (agent processes, split over the roles), one goal on a fresh swarm over
+libp2p on 127.0.0.1 with the scripted LLM at a fixed latency. Reported per size: whether the
+plan completed and in how long, processes that died, each agent's RSS and CPU while idle (all
+announced, no goal yet) and while busy (goal -> done), and the gossip messages received per
+second across the swarm (``swarm_gossip_messages_received_total`` scraped from every agent).
+
+``python -m agent bench --sections scale --scale-sizes 10,20,30``."""
+
+from __future__ import annotations
+
+import statistics
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+import trio
+
+from agent.core.events import Goal
+from agent.demo import Child, DemoConfig, plan_children, start, stop
+from agent.goals import plan_params
+from agent.runtime import open_runtime
+from agent.settings import load_settings
+from agent.bench.swarm import write_key
+
+GOSSIP_METRIC = "swarm_gossip_messages_received_total"
+
+
+def roles_for(n: int) -> dict[str, int]:
+    """N agent processes: about a quarter decomposers, a third scorers (odd), the rest
+    executors, one observer (at least 6: one decomposer, three scorers, one executor)."""
+    if n < 6:
+        raise ValueError(f"a scale run needs at least 6 agents, not {n}")
+    observers = 1
+    decomposers = max(1, n // 4)
+    scorers = max(3, n // 3) | 1
+    executors = max(1, n - observers - decomposers - scorers)
+    return dict(decomposers=decomposers, scorers=scorers, executors=executors, observers=observers)
+
+
+@dataclass
+class Usage:
+    rss_mb: list[float] = field(default_factory=list)  # per agent, at the end of the window
+    cpu_pct: list[float] = field(default_factory=list)  # per agent, mean over the window
+
+    def summary(self) -> dict[str, float | None]:
+        def med(xs: list[float]) -> float | None:
+            return round(statistics.median(xs), 1) if xs else None
+
+        return {"rss_mb_median": med(self.rss_mb), "rss_mb_max": round(max(self.rss_mb), 1) if self.rss_mb else None,
+                "cpu_pct_median": med(self.cpu_pct),
+                "cpu_pct_max": round(max(self.cpu_pct), 1) if self.cpu_pct else None}
+
+
+@dataclass
+class ScaleRun:
+    agents: int
+    roles: dict[str, int]
+    ok: bool
+    error: str = ""
+    makespan_s: float | None = None
+    ready_s: float | None = None  # start -> every agent announced itself to the submitter
+    died: list[str] = field(default_factory=list)
+    idle: dict[str, Any] = field(default_factory=dict)
+    busy: dict[str, Any] = field(default_factory=dict)
+    events: int = 0
+    gossip_msgs_per_s: float | None = None
+    load: list[float] = field(default_factory=list)
+
+
+def _cpu_seconds(procs: dict[str, psutil.Process]) -> dict[str, float]:
+    out = {}
+    for name, p in procs.items():
+        try:
+            t = p.cpu_times()
+            out[name] = t.user + t.system
+        except psutil.Error:
+            pass
+    return out
+
+
+def _usage(procs: dict[str, psutil.Process], before: dict[str, float], seconds: float) -> Usage:
+    after = _cpu_seconds(procs)
+    u = Usage()
+    for name, p in procs.items():
+        try:
+            u.rss_mb.append(p.memory_info().rss / 2**20)
+        except psutil.Error:
+            continue
+        if name in before and name in after and seconds > 0:
+            u.cpu_pct.append(100 * (after[name] - before[name]) / seconds)
+    return u
+
+
+def _scrape_gossip(children: list[Child]) -> float:
+    total = 0.0
+    for c in children:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{c.metrics_port}/metrics", timeout=5) as r:
+                for line in r.read().decode().splitlines():
+                    if line.startswith(GOSSIP_METRIC + " "):
+                        total += float(line.split()[1])
+        except (urllib.error.URLError, OSError, ValueError):
+            pass
+    return total
+
+
+async def _drive(cfg: DemoConfig, children: list[Child], root: Path, run: ScaleRun, idle_s: float,
+                 timeout: float) -> None:
+    settings = load_settings(
+        swarm="demo", data_dir=root / "client", listen_host="127.0.0.1", listen_port=0,
+        peers=[c.addr for c in children], mdns=False, scorers=cfg.scorers, max_depth=cfg.max_depth,
+        max_children=cfg.max_children, max_rounds=cfg.max_rounds, log_level="warning",
+        key=cfg.swarm_key, key_file=None,
+    )
+    rt = open_runtime(settings, "submitter")
+    procs = {c.name: psutil.Process(c.proc.pid) for c in children if c.proc}
+    agents = [c for c in children if c.role != "observer"]
+    t_start = time.monotonic()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(rt.run)
+        with trio.fail_after(300):
+            while not all(rt.plan.roles.get(c.peer_id) for c in agents):
+                run.died = [c.name for c in children if c.proc and c.proc.poll() is not None]
+                if run.died:
+                    raise RuntimeError(f"agents exited: {run.died}")
+                await trio.sleep(0.2)
+        run.ready_s = round(time.monotonic() - t_start, 1)
+        await trio.sleep(2.0)  # past every agent's start-up sync
+        before, t0 = _cpu_seconds(procs), time.monotonic()
+        await trio.sleep(idle_s)
+        usage = _usage(procs, before, time.monotonic() - t0)
+        run.idle = asdict(usage) | usage.summary()
+        electorate = [c.peer_id for c in children if c.role == "scorer"]
+        g0 = await trio.to_thread.run_sync(_scrape_gossip, children)
+        goal = await rt.publish(Goal(title=cfg.goal, params=plan_params(settings, electorate)))
+        before, t0 = _cpu_seconds(procs), time.monotonic()
+        with trio.fail_after(timeout):
+            while not rt.tree().is_done(goal.id):
+                run.died = [c.name for c in children if c.proc and c.proc.poll() is not None]
+                await rt.wait_change(0.5)
+        busy_s = time.monotonic() - t0
+        run.makespan_s = round(busy_s, 2)
+        usage = _usage(procs, before, busy_s)
+        run.busy = asdict(usage) | usage.summary()
+        g1 = await trio.to_thread.run_sync(_scrape_gossip, children)
+        run.gossip_msgs_per_s = round((g1 - g0) / busy_s, 1) if busy_s > 0 else None
+        run.events = len(rt.plan.events)
+        run.died = [c.name for c in children if c.proc and c.proc.poll() is not None]
+        nursery.cancel_scope.cancel()
+
+
+def run_scale(n: int, root: Path, *, latency: float = 0.5, idle_s: float = 10.0, timeout: float = 900.0,
+              max_depth: int = 2, max_children: int = 3) -> ScaleRun:
+    import os
+
+    roles = roles_for(n)
+    run = ScaleRun(agents=n, roles=roles, ok=False)
+    cfg = DemoConfig(decomposers=roles["decomposers"], scorers=roles["scorers"], executors=roles["executors"],
+                     observers=roles["observers"], llm="scripted", scripted_latency=latency, web=False,
+                     metrics=True, max_depth=max_depth, max_children=max_children,
+                     extra_env={"SWARM_LOG_LEVEL": "warning"})
+    (root / "logs").mkdir(parents=True, exist_ok=True)
+    for c in ("decomposer", "scorer", "executor", "observer"):
+        for i in range(roles[c + "s"]):
+            write_key(root / f"{c}-{i + 1}", f"{c}-{i + 1}", "scale")
+    write_key(root / "client", "submitter", "scale")
+    children = plan_children(cfg, root)
+    start(cfg, children, root / "logs")
+    try:
+        trio.run(_drive, cfg, children, root, run, idle_s, timeout)
+        run.ok = not run.died
+        if run.died:
+            run.error = f"agents exited: {run.died}"
+    except (RuntimeError, trio.TooSlowError, OSError) as exc:
+        run.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        run.load = [round(x, 2) for x in os.getloadavg()]
+        stop(children)
+    return run
+
+
+def table(runs: list[dict[str, Any]]) -> list[str]:
+    lines = ["| agents | roles (d/s/e/o) | completed | goal -> done s | died | RSS MB idle (med/max) | "
+             "RSS MB busy (med/max) | CPU % idle (med/max) | CPU % busy (med/max) | gossip msgs/s | events | load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in runs:
+        ro = r["roles"]
+        i, b = r.get("idle") or {}, r.get("busy") or {}
+        lines.append(
+            f"| {r['agents']} | {ro['decomposers']}/{ro['scorers']}/{ro['executors']}/{ro['observers']} | "
+            f"{'yes' if r['ok'] else 'no: ' + r['error'][:80]} | {r.get('makespan_s')} | {len(r.get('died') or [])} | "
+            f"{i.get('rss_mb_median')}/{i.get('rss_mb_max')} | {b.get('rss_mb_median')}/{b.get('rss_mb_max')} | "
+            f"{i.get('cpu_pct_median')}/{i.get('cpu_pct_max')} | {b.get('cpu_pct_median')}/{b.get('cpu_pct_max')} | "
+            f"{r.get('gossip_msgs_per_s')} | {r.get('events')} | {r.get('load')} |")
+    return lines
+
+
+def main(sizes: list[int], out_dir: Path) -> list[dict[str, Any]]:
+    runs = []
+    for n in sizes:
+        r = run_scale(n, out_dir / f"scale-{n}")
+        d = asdict(r)
+        for k in ("idle", "busy"):
+            d[k] = {x: y for x, y in d[k].items() if x not in ("rss_mb", "cpu_pct")}
+        runs.append(d)
+        print("\n".join(table([d])[2:]), flush=True)
+    return runs
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+    import tempfile
+
+    sizes = [int(x) for x in (sys.argv[1] if len(sys.argv) > 1 else "10,20,30").split(",")]
+    with tempfile.TemporaryDirectory(prefix="scale-") as tmp:
+        runs = main(sizes, Path(tmp))
+    print("\n".join(table(runs)))
+    print(json.dumps(runs))
