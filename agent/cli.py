@@ -107,7 +107,8 @@ def simulate(
         s = summarize(results, time.perf_counter() - t0)
         print(f"{s.seeds} seeds, faults={faults}: {len(s.failed)} failed; {s.seconds:.1f} s, "
               f"{s.seeds_per_second:.2f} seeds/s; invariants checked after every step: {', '.join(INVARIANTS)}")
-        print(f"voted nodes with >= 2 splits judged side by side: {s.competition:.0%}; tasks run twice "
+        print(f"voted nodes with >= 2 splits judged side by side: {s.competition:.0%} (splits on the table "
+              f"that a scorer had not judged when it first prevoted: {s.unscored}); tasks run twice "
               f"(under faults): {s.executed_twice}; median goal->done: {s.median_done_s} s virtual")
         for r in s.failed:
             print(f"  reproduce: python -m agent simulate --seed {r.seed} --faults {faults}")

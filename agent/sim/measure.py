@@ -11,7 +11,9 @@ from agent.core.plan import Plan
 class Competition:
     voted: int  # nodes with a first-round prevote and at least one split
     judged_two: int  # of which had at least two splits proposed and scored before that prevote
-    unscored: int  # first-round prevotes cast while an earlier split was not yet scored by that scorer
+    # splits stamped before a scorer's own first-round choice that it had not judged (splits still
+    # in flight to it count too: the log does not show when a split reached a scorer)
+    unscored: int
 
     @property
     def share(self) -> float | None:
@@ -20,15 +22,22 @@ class Competition:
 
 def competition(plan: Plan) -> Competition:
     voted = judged_two = unscored = 0
-    for ne in plan.by_node.values():
+    for node, ne in plan.by_node.items():
         firsts = [v for v in ne.votes if v.body.round == 1 and v.body.phase == "prevote"]
         if not firsts or not ne.proposals:
             continue
         voted += 1
+        ref = plan.node_ref(node)
+        quorum = plan.params(ref).quorum if ref is not None else 1
         first = min(v.hlc for v in firsts)
         scored = {s.body.proposal for s in ne.scores if s.hlc <= first}
         judged_two += sum(1 for p in ne.proposals if p.hlc < first and p.id in scored) >= 2
         for v in firsts:
+            # a prevote that follows a quorum's earlier prevotes for the same value is the
+            # voting rule (join the polka), not a choice made with the table unjudged
+            same = sum(1 for w in firsts if w.hlc < v.hlc and w.body.value == v.body.value)
+            if same >= quorum:
+                continue
             mine = {s.body.proposal for s in ne.scores if s.author == v.author and s.hlc < v.hlc}
             unscored += sum(1 for p in ne.proposals if p.hlc < v.hlc and p.id not in mine)
     return Competition(voted, judged_two, unscored)

@@ -28,6 +28,7 @@ class SeedResult:
     injected: int = 0
     voted_nodes: int = 0
     judged_two: int = 0
+    unscored: int = 0  # splits on the table at a scorer's first prevote that it had not judged
 
 
 def run_seed(seed: int, base: SimConfig) -> SeedResult:
@@ -53,6 +54,7 @@ def run_seed(seed: int, base: SimConfig) -> SeedResult:
         time.perf_counter() - t0, stats.done_ms, stats.events_published,
         sum(stats.llm_calls.values()), sum(n.executed_twice for n in tree.walk()),
         list(stats.first_round_tables), len(stats.injected), comp.voted, comp.judged_two,
+        comp.unscored,
     )
 
 
@@ -107,6 +109,7 @@ class Summary:
     competition: float  # share of voted nodes with at least 2 splits judged before the first prevote
     executed_twice: int
     median_done_s: float | None
+    unscored: int = 0  # splits on the table at a scorer's first prevote that it had not judged
 
 
 def summarize(results: list[SeedResult], seconds: float) -> Summary:
@@ -116,7 +119,8 @@ def summarize(results: list[SeedResult], seconds: float) -> Summary:
     done = sorted(r.done_ms for r in results if r.done_ms is not None)
     median = done[len(done) // 2] / 1000 if done else None
     return Summary(len(results), failed, seconds, len(results) / seconds if seconds else 0.0,
-                   with_two, sum(r.executed_twice for r in results), median)
+                   with_two, sum(r.executed_twice for r in results), median,
+                   sum(r.unscored for r in results))
 
 
 __all__ = ["Faults", "SeedResult", "Summary", "parse_seeds", "run_seed", "summarize", "sweep"]
