@@ -61,10 +61,14 @@ def test_seed_sweep_with_every_fault_breaks_no_invariant():
     assert not s.failed, [(r.seed, r.violations[:2], r.error) for r in s.failed[:5]]
 
 
-@pytest.mark.parametrize("seed", [1, 58, 77])
+@pytest.mark.parametrize("seed", [1, 58, 77, 4668])
 def test_regression_seeds(seed):
     """Seeds that failed while the simulator was built (a restart from a torn log lost a
-    received event: the checker treated the agent's new view as a regression). Pinned."""
+    received event: the checker treated the agent's new view as a regression). 4668 (the
+    10,000-seed sweep): an executor 30 s ahead took a task over and finished it; the earlier
+    valid result reached it and counted; its crash tore that received result, so its restored
+    view counted its own later one until its first sync pulled the earlier one back. A
+    restarted view is provisional until a sync answered (its roles wait for that sync). Pinned."""
     r = run_seed(seed, SimConfig(faults=Faults.all()))
     assert r.ok, r.violations
 
@@ -258,3 +262,28 @@ def test_scorers_scaled_up_mid_plan_never_vote_on_the_running_goal():
     late = {a.me for a in sim.agents if a.role == "scorer"} - set(sim.params.electorate)
     assert len(late) == 4
     assert not any(e.author in late for e in sim.agents[-1].intake.plan.events.values() if e.type == "vote")
+
+
+def test_restarted_view_that_lost_a_received_result_converges_after_its_sync():
+    """Seed 4668 in detail: before its sync, the restarted executor counts another result for
+    the task (the checker ignores that provisional view); after it, the settled one again."""
+    from agent.sim.world import Simulation
+
+    sim = Simulation(SimConfig(seed=4668, faults=Faults.all()))
+    seen = []
+    orig = sim._restart
+
+    def restart(a):
+        orig(a)
+        seen.append((a, a.synced))
+
+    sim._restart = restart
+    sim.run()
+    assert sim.checker.ok, sim.checker.violations
+    assert seen and all(synced is False for _, synced in seen)
+    ex = next(a for a, _ in seen if a.name == "executor-1")
+    assert ex.synced
+    obs = sim.agents[-1].intake.plan
+    for node, ne in obs.by_node.items():
+        if ne.claims:
+            assert ex.intake.plan.leases(node).counted.id == obs.leases(node).counted.id

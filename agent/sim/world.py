@@ -71,6 +71,9 @@ class SimAgent:
     cursors: dict[int, int] = field(default_factory=dict)  # peer -> how far its log was pulled
     meter: NetMeter = field(default_factory=NetMeter)  # what its driver measures of gossip
     ready_at: int | None = None
+    # a restart's view is provisional until a sync answered: it may lack received events the
+    # crash lost (a torn last line, events held in memory while the disk was full)
+    synced: bool = True
     _tree: Tree | None = None
     _tree_version: int = -1
 
@@ -470,6 +473,7 @@ class Simulation:
             if epoch != a.epoch:
                 return
             new = sum(self.offer(a, raw, "sync") for raw in raws)
+            a.synced = a.synced or peers > 0
             if ticket is not None and a.behaviour is not None:
                 self._answer(a, ticket, SyncDone(new, peers))
         elif kind == "llm":
@@ -534,6 +538,7 @@ class Simulation:
 
     def _restart(self, a: SimAgent) -> None:
         a.crashed = False
+        a.synced = False
         a.paused_until = None
         a.buffered.clear()
         a.intake = Intake(a.intake.config)
