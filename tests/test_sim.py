@@ -61,10 +61,10 @@ def test_seed_sweep_with_every_fault_breaks_no_invariant():
     assert not s.failed, [(r.seed, r.violations[:2], r.error) for r in s.failed[:5]]
 
 
-@pytest.mark.parametrize("seed", [1, 58, 77, 4668])
+@pytest.mark.parametrize("seed", [1, 58, 77, 4668, 6239, 6645])
 def test_regression_seeds(seed):
     """Seeds that failed while the simulator was built (a restart from a torn log lost a
-    received event: the checker treated the agent's new view as a regression). 4668 (the
+    received event: the checker treated the agent's new view as a regression). 4668, 6239, 6645 (the
     10,000-seed sweep): an executor 30 s ahead took a task over and finished it; the earlier
     valid result reached it and counted; its crash tore that received result, so its restored
     view counted its own later one until its first sync pulled the earlier one back. A
