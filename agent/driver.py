@@ -185,6 +185,8 @@ class Driver:
             metrics.FIRST_PREVOTES.inc()
             if eff.value >= 2:
                 metrics.FIRST_PREVOTES_COMPETING.inc()
+        elif m is Metric.PULL_UNANSWERED:
+            metrics.PULLS_UNANSWERED.inc(eff.value)
         elif m is Metric.TASK_RELEASED:
             metrics.CLAIMS.labels(outcome="released").inc(eff.value)
         # LLM_CANCELLED is counted where the scope is cancelled; the rest are in the logs

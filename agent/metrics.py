@@ -200,6 +200,11 @@ WORK_DROPPED = Counter(
     "Executor: LLM work thrown away because the lease was lost before the result was ready",
     registry=REGISTRY,
 )
+PULLS_UNANSWERED = Counter(
+    "swarm_pulls_unanswered",
+    "Executor: pulls before work that no peer answered (pulled again before spending the LLM)",
+    registry=REGISTRY,
+)
 LLM_CANCELLED = Counter(
     "swarm_llm_cancelled",
     "LLM requests stopped because their node was decided or done meanwhile, by role",

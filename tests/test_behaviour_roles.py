@@ -12,7 +12,7 @@ from agent.core.plan import fold
 from agent.core.tree import derive
 from agent.llm.base import LLMBadOutput, LLMUnavailable
 from agent.llm.scripted import scripted_answer
-from builders import T0, claim, ev, goal, ident, precommit, proposal, result, score
+from builders import T0, claim, ev, goal, hello, ident, precommit, proposal, result, score
 
 U = ident("user")
 ME = ident("me")
@@ -120,6 +120,48 @@ def test_executor_claims_settles_syncs_then_works_renews_and_publishes():
     out = answer(x, evs, a, LLMReply(scripted_answer(a.request), 100, 40), T0 + 4000)
     (r,) = pubs(out, Result)
     assert r.claim == mine.id and r.completion_tokens == 40
+
+
+def test_executor_pulls_again_when_no_peer_answered_before_spending_the_llm():
+    """A pull no peer answered (gossip seconds behind on an overloaded machine) shows nothing:
+    a rival's earlier claim may be on its way. Pull again after a longer wait; work only once
+    a peer answered, or after the last attempt (the documented bound: a cut can cost a
+    duplicate)."""
+    g = leaf_goal()
+    evs = [g, hello(E2, "executor", wall=1)]
+    x = Executor(ME.peer_id, TM, seed=1)
+    (c,) = [e for e in started(x, evs, T0 + 10) if isinstance(e, Publish)]
+    mine = ev(ME, c.body, 20)
+    evs.append(mine)
+    x.answered(c.ticket, mine, derive(fold(evs), T0 + 20), T0 + 20)
+    (sync,) = [e for e in x.poll(derive(fold(evs), T0 + 600), T0 + 600) if isinstance(e, SyncPeers)]
+    out = x.answered(sync.ticket, SyncDone(0, 0), derive(fold(evs), T0 + 650), T0 + 650)
+    assert not asks(out) and Count(Metric.PULL_UNANSWERED) in out
+    (wake,) = [e for e in out if isinstance(e, WakeAt)]
+    assert wake.at_ms > T0 + 650 + TM.settle_ms  # waits longer than a settle window
+    assert not [e for e in x.poll(derive(fold(evs), T0 + 700), T0 + 700) if isinstance(e, SyncPeers)]
+    (sync,) = [e for e in x.poll(derive(fold(evs), wake.at_ms), wake.at_ms) if isinstance(e, SyncPeers)]
+    # the second pull is answered and brings the rival's earlier claim: no LLM call
+    rival = claim(E2, g.id, 15, lease_ms=6000)
+    out = x.answered(sync.ticket, SyncDone(1, 2), derive(fold(evs + [rival]), wake.at_ms + 50), wake.at_ms + 50)
+    assert not asks(out) and Count(Metric.CLAIMS_LOST) in out
+
+
+def test_executor_works_after_the_last_unanswered_pull():
+    g = leaf_goal()
+    evs = [g, hello(E2, "executor", wall=1)]
+    x = Executor(ME.peer_id, TM, seed=1)
+    (c,) = [e for e in started(x, evs, T0 + 10) if isinstance(e, Publish)]
+    mine = ev(ME, c.body, 20)
+    evs.append(mine)
+    x.answered(c.ticket, mine, derive(fold(evs), T0 + 20), T0 + 20)
+    now, out = T0 + 600, []
+    for _ in range(TM.attempts):
+        (sync,) = [e for e in x.poll(derive(fold(evs), now), now) if isinstance(e, SyncPeers)]
+        out = x.answered(sync.ticket, SyncDone(0, 0), derive(fold(evs), now), now)
+        waits = [e.at_ms for e in out if isinstance(e, WakeAt)]
+        now = waits[0] if waits else now
+    assert asks(out) and Count(Metric.PULL_UNANSWERED) in out
 
 
 def test_executor_that_lost_the_race_spends_no_llm_call_and_releases():

@@ -32,6 +32,7 @@ class Metric(StrEnum):
     LLM_BAD_OUTPUT = "llm_bad_output"
     SET_ASIDE = "set_aside"
     LEAF_BY_FALLBACK = "leaf_by_fallback"  # a vote for LEAF because rounds ran out
+    PULL_UNANSWERED = "pull_unanswered"  # an executor's pull before work that no peer answered
     PROPOSALS_SCORED = "proposals_scored"  # per first-round prevote: proposals on the table
 
 

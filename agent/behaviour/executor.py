@@ -48,6 +48,7 @@ class _Task:
     settle_until: int = 0
     sync_ticket: int | None = None
     synced: bool = False
+    unanswered: int = 0  # pulls before work that no peer answered
     ask_ticket: int | None = None
     attempt: int = 0
     started: int = 0
@@ -207,8 +208,25 @@ class Executor(Behaviour):
                         gossip_healthy=self.net.gossip_healthy), *wake_at([t.settle_until])]
         if ticket == t.sync_ticket:
             assert isinstance(answer, SyncDone)
+            t.sync_ticket = None
+            others = [p for p, roles in tree.members.items() if "executor" in roles and p != self.me]
+            if answer.peers == 0 and others and t.unanswered + 1 < self.timing.attempts:
+                # nobody answered (gossip lagging by seconds, an overloaded machine, a cut):
+                # a competing claim may be on its way, so pull again before spending the LLM
+                t.unanswered += 1
+                t.settle_until = now + self.settle_ms() * (2 ** t.unanswered)
+                return [Count(Metric.PULL_UNANSWERED),
+                        log("info", "no peer answered the pull before work; pulling again", node=t.node,
+                            event_id=t.claim, attempt=t.unanswered, retry_at_ms=t.settle_until),
+                        *wake_at([t.settle_until])]
+            if answer.peers == 0 and others:
+                out = [Count(Metric.PULL_UNANSWERED),
+                       log("warning", "no peer answered the pull before work; working on what gossip showed",
+                           node=t.node, event_id=t.claim, attempts=t.unanswered + 1)]
+            else:
+                out = []
             t.synced = True
-            return self._poll(tree, now)
+            return out + self._poll(tree, now)
         if ticket != t.ask_ticket:
             return []
         t.ask_ticket = None
