@@ -1,0 +1,156 @@
+"""Late join: a fresh observer joins peers whose logs hold N events; how long until its tree's
+digest equals theirs, and how many bytes it pulled.
+
+The peers are real agent processes (`python -m agent run`, role observer, the demo's
+machinery) whose logs are written before they start: a synthetic, protocol-shaped event set
+(agent.bench.core.build), the same events in every peer's log. The joiner runs in this
+process (a real Runtime with the real libp2p Network, a fresh data directory), so its clock
+starts when its network starts (not at Python's import time) and its counters can be read:
+bytes of sync responses and requests, events pulled, new, duplicates, and gossip.
+
+``mode="ids"`` is the sync that sends ids before bodies (the default); ``mode="pages"`` the
+old whole-page sync (what an agent of an earlier version does), measured in the same run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from agent.bench.swarm import write_key
+from agent.core.plan import fold
+from agent.core.tree import derive
+
+
+def _peers_logs(n: int, events: list, root: Path) -> list[Any]:
+    """Children (demo machinery) of n observers whose logs hold ``events``."""
+    from agent.demo import DemoConfig, plan_children
+    from agent.net.store import EventStore
+
+    cfg = DemoConfig(decomposers=0, scorers=3, executors=0, observers=n, llm="scripted", web=False,
+                     extra_env={"SWARM_LOG_LEVEL": "info"})
+    for i in range(n):
+        write_key(root / f"observer-{i + 1}", f"observer-{i + 1}", "latejoin")
+        store = EventStore(root / f"observer-{i + 1}" / "events.jsonl", fsync=False)
+        for ev in events:
+            store.append(ev.raw)
+        os.fsync(store._require_fd())
+        store.close()
+    return cfg, plan_children(cfg, root)
+
+
+def _wait_up(children: list[Any], log_dir: Path, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    for c in children:
+        path = log_dir / f"{c.name}.log"
+        while True:
+            if c.proc is not None and c.proc.poll() is not None:
+                raise RuntimeError(f"{c.name} exited: {path.read_text(errors='replace')[-2000:]}")
+            try:
+                if b'"agent up"' in path.read_bytes():
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{c.name} not up within {timeout:.0f} s")
+            time.sleep(0.1)
+
+
+async def _join(root: Path, cfg: Any, children: list[Any], n_events: int, digest: str, mode: str,
+                timeout: float) -> dict[str, Any]:
+    from agent.runtime import open_runtime
+    from agent.settings import load_settings
+
+    settings = load_settings(swarm="demo", data_dir=root / f"joiner-{mode}", listen_host="127.0.0.1",
+                             listen_port=0, peers=[c.addr for c in children], mdns=False,
+                             log_level="warning", key=cfg.swarm_key, key_file=None)
+    t0 = time.perf_counter()
+    rt = open_runtime(settings, "observer", sync_ids=(mode == "ids"))
+    first_event = None
+    async with trio.open_nursery() as nursery:
+        await nursery.start(rt.run)
+        t_net = time.perf_counter() - t0
+        with trio.move_on_after(timeout) as late:
+            while True:
+                if first_event is None and len(rt.plan):
+                    first_event = time.perf_counter() - t0
+                if len(rt.plan) >= n_events and rt.tree().digest == digest:
+                    break
+                await trio.sleep(0.01)
+        if late.cancelled_caught:
+            st = rt.net.stats
+            raise RuntimeError(f"no equal digest within {timeout:.0f} s: {len(rt.plan)} of {n_events} "
+                               f"events, {rt.plan.pending_count} "
+                               f"pending; sync {st.sync}; intake {rt.intake.stats}")
+        elapsed = time.perf_counter() - t0
+        await trio.sleep(0.5)  # what was still in flight is counted too
+        st = rt.net.stats
+        nursery.cancel_scope.cancel()
+    rt.store.close()
+    return {"mode": mode, "seconds": round(elapsed, 3), "network_start_s": round(t_net, 3),
+            "first_event_s": round(first_event, 3) if first_event is not None else None,
+            "bytes_in": st.sync.bytes_in, "bytes_out": st.sync.bytes_out,
+            "requests": st.sync.requests, "pulled": st.sync.pulled, "new": st.sync.new,
+            "gossip_received": st.gossip.received}
+
+
+def run(n: int = 10_000, peers: int = 3, repeats: int = 3, modes: tuple[str, ...] = ("ids", "pages"),
+        log: Any = print, keep: Path | None = None, timeout: float = 60.0) -> dict[str, Any]:
+    from agent.bench.core import build
+    from agent.bench.overhead import load
+    from agent.demo import start, stop
+
+    events = build(n)[:n]
+    store_bytes = sum(len(e.raw) + 1 for e in events)
+    plan = fold(events)
+    digest = derive(plan, plan.latest_wall() + 1).digest
+    root = Path(tempfile.mkdtemp(prefix="bench-latejoin-", dir=keep))
+    out: dict[str, Any] = {"events": len(events), "peers": peers, "store_bytes": store_bytes, "runs": []}
+    try:
+        cfg, children = _peers_logs(peers, events, root)
+        (root / "logs").mkdir(exist_ok=True)
+        start(cfg, children, root / "logs")
+        try:
+            _wait_up(children, root / "logs")
+            for i in range(repeats):
+                for mode in modes:
+                    shutil.rmtree(root / f"joiner-{mode}", ignore_errors=True)
+                    write_key(root / f"joiner-{mode}", f"joiner-{mode}-{i}", "latejoin")
+                    t_load = load()
+                    try:
+                        r = trio.run(_join, root, cfg, children, len(events), digest, mode, timeout)
+                    except Exception as exc:  # reported, not raised
+                        import traceback
+
+                        r = {"mode": mode, "error": f"{type(exc).__name__}: {exc}",
+                             "traceback": traceback.format_exc()[-3000:]}
+                    r["load"] = t_load
+                    out["runs"].append(r)
+                    log(f"  late join {len(events)} events from {peers} peers ({mode}): "
+                        + (f"{r['seconds']} s, {r['bytes_in'] / 1e6:.2f} MB in, {r['pulled']} pulled, "
+                           f"{r['requests']} requests (load {t_load[0]})" if "error" not in r else r["error"]))
+        finally:
+            stop(children)
+    finally:
+        if keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    for mode in modes:
+        ok = [r for r in out["runs"] if r["mode"] == mode and "error" not in r]
+        if ok:
+            out[mode] = {"seconds": round(statistics.median(r["seconds"] for r in ok), 3),
+                         "bytes_in": int(statistics.median(r["bytes_in"] for r in ok)),
+                         "pulled": int(statistics.median(r["pulled"] for r in ok)),
+                         "requests": int(statistics.median(r["requests"] for r in ok)),
+                         "copies": round(statistics.median(r["bytes_in"] for r in ok) / store_bytes, 2),
+                         "ok": len(ok), "failed": sum(1 for r in out["runs"] if r["mode"] == mode) - len(ok)}
+    return out
+
+
+__all__ = ["run"]
