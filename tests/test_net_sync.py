@@ -107,13 +107,18 @@ def test_ids_page_and_get_serve_ids_then_bodies(tmp_path):
     _fill(st, evs[:20])
     ids = [e.id for e in evs]
     assert [raw_event_id(e.raw) for e in evs] == ids  # the store's id is the event's id
-    page = build_page(st, {"epoch": None, "cursor": 5, "limit": 10, "ids": True})
+    page = build_page(st, {"epoch": None, "cursor": 5, "limit": 200, "ids": 10})
     assert check_id_response(orjson.loads(orjson.dumps(page))) == (st.epoch, ids[5:15], 5, 15, 20)
     _fill(st, evs[20:])  # appended after the index was built: indexed too
-    page = build_page(st, {"epoch": st.epoch, "cursor": 15, "limit": 100, "ids": True})
+    page = build_page(st, {"epoch": st.epoch, "cursor": 15, "limit": 1, "ids": 100})
     assert unpack_ids(page["ids"], 100) == ids[15:] and page["next"] == 30
-    # an ids page may be larger than an events page, up to MAX_ID_PAGE
+    # an ids page may be larger than an events page, up to MAX_ID_PAGE, and fits a response
     assert MAX_ID_PAGE > MAX_PAGE
+    assert len(orjson.dumps({"epoch": "e" * 64, "ids": pack_ids(["ab" * 32] * MAX_ID_PAGE),
+                             "start": 2**53, "next": 2**53, "total": 2**53})) <= MAX_PAGE_BYTES
+    for bad in ({"cursor": 0, "limit": 5, "ids": True}, {"cursor": 0, "limit": 5, "ids": 0}):
+        with pytest.raises(SyncProtocolError, match="'ids' must be an integer"):
+            build_page(st, bad)
     # get: the bodies in the order asked, null for one not held
     unknown = "ab" * 32
     got = build_get(st, {"get": pack_ids([ids[7], unknown, ids[2]])})
@@ -169,8 +174,8 @@ class _FakePeer:
                     out.append(by_id[self.swap.get(i, i)].raw.decode())
             return {"events": out}
         start, limit = req["cursor"], req["limit"]
-        if req.get("ids") and not self.old:
-            ids = [e.id for e in self.evs[start:start + limit]]
+        if "ids" in req and not self.old:
+            ids = [e.id for e in self.evs[start:start + req["ids"]]]
             return {"epoch": "ep", "ids": pack_ids(ids), "start": start,
                     "next": start + len(ids), "total": len(self.evs)}
         page = self.evs[start:start + min(limit, MAX_PAGE)]
@@ -232,6 +237,7 @@ async def test_wrong_or_missing_bodies_are_not_taken_and_old_peers_get_pages():
     client2._request = old
     assert (await client2.sync_from("old")).new == 20 and got2 == [e.raw for e in evs]
     assert client2.cursors["old"].old and old.asked == []
+    assert old.requests[0]["limit"] == 200  # what an old server sends: a page it can send whole
     assert (await client2.sync_from("old")).new == 0
     assert "ids" not in old.requests[-1] and old.requests[-1]["cursor"] == 20  # stays with pages
 
@@ -403,3 +409,21 @@ async def test_late_joiner_pulls_each_body_once_from_three_peers(tmp_path):
             assert st.ids == 1800
             # whole pages from 3 peers would be 3 escaped copies; ids first: about one, plus ids
             assert st.bytes_in < 2 * raw_bytes
+
+
+@pytest.mark.parametrize("ids", [True, False], ids=["ids-first", "whole-pages"])
+async def test_large_events_cross_whole(tmp_path, ids):
+    """Responses stay under MAX_PAGE_BYTES: over Mplex, ~420 KB responses arrived cut."""
+    big = [sign_event(ident(f"g{i}"), Timestamp(T0 + i, 0),
+                      Goal(title="t", description='"\\' * 900, params=params()))
+           for i in range(150)]  # ~3.8 KiB each, about twice that as a JSON string
+    b = Node("b", tmp_path, sync_interval=3600)
+    _fill(b.store, big)
+    c = Node("c", tmp_path, sync_interval=3600, sync_ids=ids, sync_page=MAX_PAGE,
+             sync_get_batch=MAX_GET)
+    async with running(b.net):
+        c.net = c.make_net(peers=[b.addr])
+        async with running(c.net):
+            await wait_for(lambda: len(c.rt.order) == 150, 20, "150 large events at C")
+            assert c.net.stats.sync.failed == 0
+            assert c.store.load() == b.store.load()

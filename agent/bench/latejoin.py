@@ -10,6 +10,9 @@ bytes of sync responses and requests, events pulled, new, duplicates, and gossip
 
 ``mode="ids"`` is the sync that sends ids before bodies (the default); ``mode="pages"`` the
 old whole-page sync (what an agent of an earlier version does), measured in the same run.
+Bytes are counted at the joiner's sync codec (encoded responses in, requests out), by wrapping
+``OrjsonCodec`` in this process, so the same count works on a checkout of an earlier version
+(run this file from that checkout: ``mode="pages"`` then falls back to its only sync).
 """
 
 from __future__ import annotations
@@ -63,6 +66,31 @@ def _wait_up(children: list[Any], log_dir: Path, timeout: float = 120.0) -> None
             time.sleep(0.1)
 
 
+_BYTES = {"in": 0, "out": 0}
+
+
+def _count_bytes() -> None:
+    """Count sync bytes at the codec (every version has OrjsonCodec); once per process."""
+    from agent.net import sync
+
+    codec = sync.OrjsonCodec
+    if getattr(codec, "_bench_counted", False):
+        return
+    dec, enc = codec.decode_response, codec.encode_request
+
+    def decode_response(self: Any, payload: bytes) -> Any:
+        _BYTES["in"] += len(payload)
+        return dec(self, payload)
+
+    def encode_request(self: Any, request: Any) -> bytes:
+        data = enc(self, request)
+        _BYTES["out"] += len(data)
+        return data
+
+    codec.decode_response, codec.encode_request = decode_response, encode_request
+    codec._bench_counted = True
+
+
 async def _join(root: Path, cfg: Any, children: list[Any], n_events: int, digest: str, mode: str,
                 timeout: float) -> dict[str, Any]:
     from agent.runtime import open_runtime
@@ -71,8 +99,15 @@ async def _join(root: Path, cfg: Any, children: list[Any], n_events: int, digest
     settings = load_settings(swarm="demo", data_dir=root / f"joiner-{mode}", listen_host="127.0.0.1",
                              listen_port=0, peers=[c.addr for c in children], mdns=False,
                              log_level="warning", key=cfg.swarm_key, key_file=None)
+    _count_bytes()
+    _BYTES["in"] = _BYTES["out"] = 0
     t0 = time.perf_counter()
-    rt = open_runtime(settings, "observer", sync_ids=(mode == "ids"))
+    try:
+        rt = open_runtime(settings, "observer", sync_ids=(mode == "ids"))
+    except TypeError:  # an earlier version: whole pages only
+        if mode == "ids":
+            raise
+        rt = open_runtime(settings, "observer")
     first_event = None
     async with trio.open_nursery() as nursery:
         await nursery.start(rt.run)
@@ -90,14 +125,17 @@ async def _join(root: Path, cfg: Any, children: list[Any], n_events: int, digest
                                f"events, {rt.plan.pending_count} "
                                f"pending; sync {st.sync}; intake {rt.intake.stats}")
         elapsed = time.perf_counter() - t0
+        at_digest = dict(_BYTES)
         await trio.sleep(0.5)  # what was still in flight is counted too
         st = rt.net.stats
         nursery.cancel_scope.cancel()
     rt.store.close()
     return {"mode": mode, "seconds": round(elapsed, 3), "network_start_s": round(t_net, 3),
             "first_event_s": round(first_event, 3) if first_event is not None else None,
-            "bytes_in": st.sync.bytes_in, "bytes_out": st.sync.bytes_out,
+            "bytes_in": _BYTES["in"], "bytes_out": _BYTES["out"],
+            "bytes_in_at_digest": at_digest["in"],
             "requests": st.sync.requests, "pulled": st.sync.pulled, "new": st.sync.new,
+            "ids": getattr(st.sync, "ids", None), "skipped": getattr(st.sync, "skipped", None),
             "gossip_received": st.gossip.received}
 
 
@@ -154,3 +192,20 @@ def run(n: int = 10_000, peers: int = 3, repeats: int = 3, modes: tuple[str, ...
 
 
 __all__ = ["run"]
+
+
+if __name__ == "__main__":  # python -m agent.bench.latejoin [events] [peers] [repeats] [modes]
+    import json
+    import sys
+
+    from agent.logging import configure_logging
+
+    configure_logging("json", "error")
+    a = sys.argv[1:]
+    res = run(int(a[0]) if a else 10_000, int(a[1]) if len(a) > 1 else 3,
+              int(a[2]) if len(a) > 2 else 3,
+              tuple(a[3].split(",")) if len(a) > 3 else ("ids", "pages"),
+              log=lambda m: print(m, file=sys.stderr, flush=True))
+    for r in res["runs"]:
+        r.pop("traceback", None)
+    print(json.dumps(res, indent=1))

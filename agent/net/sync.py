@@ -2,7 +2,7 @@
 
 Requests (JSON, one request and one response per stream):
 
-    {"epoch": <str|null>, "cursor": int, "limit": int, "ids": true}
+    {"epoch": <str|null>, "cursor": int, "limit": int, "ids": int}
         -> {"epoch": str, "ids": <base64>, "start": int, "next": int, "total": int}
     {"get": <base64>}
         -> {"events": [str | null, ...]}
@@ -12,7 +12,8 @@ Requests (JSON, one request and one response per stream):
         -> {"has": [bool, ...]}
 
 The first pulls the event ids (32 bytes each, concatenated, base64) of a page of the peer's
-log, positions [start, next); the requester asks by ``get`` only for the events it does not
+log, positions [start, next), at most ``ids`` of them (``limit`` is what a server of the first
+version, which ignores ``ids``, serves instead: that many whole events); the requester asks by ``get`` only for the events it does not
 know yet, and the server answers with their stored lines in the order asked (null for one it
 does not hold; possibly fewer than asked, never none, to stay under ``MAX_PAGE_BYTES``: the
 requester asks again for the rest). What gossip already delivered thus costs 32 bytes (its
@@ -40,8 +41,11 @@ page) and keeps a per-peer (epoch, cursor) in memory. Because a peer's store hol
 it accepted, in acceptance order, pulling it in order delivers dependencies before dependents.
 
 Pages are capped by count (``MAX_PAGE`` events, ``MAX_ID_PAGE`` ids, ``MAX_GET`` asked) and
-by encoded bytes (``MAX_PAGE_BYTES``), far below the library's 10 MiB response limit (events
-are at most 64 KiB each).
+by encoded bytes (``MAX_PAGE_BYTES``, 256 KiB). Not the library's 10 MiB response limit: over
+py-libp2p's Mplex, measured here, a response of 426,742 or 429,268 bytes arrived cut at
+415,749 bytes (the stream's close overtook its last frames); 256 KiB responses arrived whole.
+A requester still accepts up to 4 MiB (+ JSON) from a server of the first version, whose
+cap that was.
 """
 
 from __future__ import annotations
@@ -56,7 +60,8 @@ import orjson
 from .store import EventStore
 
 __all__ = [
-    "DEFAULT_PAGE", "MAX_GET", "MAX_ID_PAGE", "MAX_PAGE", "MAX_PAGE_BYTES", "OrjsonCodec",
+    "DEFAULT_PAGE", "MAX_GET", "MAX_ID_PAGE", "MAX_PAGE", "MAX_PAGE_BYTES", "OLD_MAX_PAGE_BYTES",
+    "OrjsonCodec",
     "PeerCursor", "SyncProtocolError", "SyncRefused", "build_get", "build_page",
     "check_get_response", "check_has_response", "check_id_response", "check_response",
     "decode_request", "error_reply", "pack_ids", "parse_has_request", "parse_request",
@@ -65,9 +70,10 @@ __all__ = [
 
 DEFAULT_PAGE = 200
 MAX_PAGE = 1000
-MAX_ID_PAGE = 10_000  # ids per page: 320 KiB of ids, 427 KiB as base64
+MAX_ID_PAGE = 6000  # ids per page: 188 KiB of ids, 250 KiB as base64 (< MAX_PAGE_BYTES)
 MAX_GET = 1500  # events asked per get request: its base64 (64,000 chars) fits a 64 KiB request
-MAX_PAGE_BYTES = 4 * 1024 * 1024  # encoded; the response limit is 10 MiB
+MAX_PAGE_BYTES = 256 * 1024  # encoded response (see above: larger ones were cut over Mplex)
+OLD_MAX_PAGE_BYTES = 4 * 1024 * 1024  # what a server of the first version may send
 ID_BYTES = 32
 
 
@@ -143,7 +149,9 @@ def parse_request(req: Any) -> tuple[str | None, int, int]:
         raise SyncProtocolError("'epoch' must be a short string or null")
     cursor = _int(req, "cursor", 0, 2**53)
     limit = _int(req, "limit", 1, 2**31)
-    return epoch, cursor, min(limit, MAX_ID_PAGE if req.get("ids") is True else MAX_PAGE)
+    if "ids" in req:
+        return epoch, cursor, min(_int(req, "ids", 1, 2**31), MAX_ID_PAGE)
+    return epoch, cursor, min(limit, MAX_PAGE)
 
 
 def pack_ids(ids: list[str]) -> str:
@@ -186,14 +194,14 @@ def check_has_response(resp: Any, n: int) -> list[bool]:
 
 
 def build_page(store: EventStore, req: Any) -> dict[str, Any]:
-    """The server side: one page of our log (its events, or with ``"ids": true`` their ids).
+    """The server side: one page of our log (its events, or with ``"ids": n`` their ids).
     Raises SyncProtocolError for a bad request, StoreError if our log cannot be read."""
     epoch, cursor, limit = parse_request(req)
     total = len(store)
     start = cursor
     if (epoch is not None and epoch != store.epoch) or cursor > total:
         start = 0
-    if req.get("ids") is True:
+    if "ids" in req:
         ids = store.ids_from(start, limit)
         known = [i for i in ids if len(i) == 64]  # a line without an id is never asked for
         return {"epoch": store.epoch, "ids": pack_ids(known), "start": start,

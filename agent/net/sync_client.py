@@ -37,7 +37,7 @@ from .intake import Intake
 from .stats import SyncClientStats
 from .store import raw_event_id
 from .sync import (
-    MAX_GET, MAX_ID_PAGE, MAX_PAGE_BYTES, OrjsonCodec, PeerCursor, SyncProtocolError,
+    MAX_GET, MAX_ID_PAGE, OLD_MAX_PAGE_BYTES, OrjsonCodec, PeerCursor, SyncProtocolError,
     SyncRefused, check_get_response, check_has_response, check_id_response, check_response,
     pack_ids,
 )
@@ -45,9 +45,9 @@ from .sync import (
 __all__ = ["PeerSync", "SyncClient", "SyncReport"]
 
 NEW_PEER_ATTEMPTS = 4
-MAX_RESPONSE_BYTES = MAX_PAGE_BYTES + 64 * 1024
-ID_PAGE = 5000  # ids asked per page
-GET_BATCH = 1000  # events asked per get request
+MAX_RESPONSE_BYTES = OLD_MAX_PAGE_BYTES + 64 * 1024  # a server of the first version
+ID_PAGE = 5000  # ids asked per page (213 KiB as base64)
+GET_BATCH = 500  # events asked per get request (the server sends fewer if over 256 KiB)
 
 
 @dataclass(frozen=True)
@@ -229,10 +229,9 @@ class SyncClient:
         t0 = time.monotonic()
         while True:
             by_ids = self._use_ids and not cur.old
-            req: dict[str, Any] = {"epoch": cur.epoch, "cursor": cur.cursor,
-                                   "limit": self._id_page if by_ids else self._page}
-            if by_ids:
-                req["ids"] = True
+            req: dict[str, Any] = {"epoch": cur.epoch, "cursor": cur.cursor, "limit": self._page}
+            if by_ids:  # a first-version server ignores "ids": it sends `limit` whole events
+                req["ids"] = self._id_page
             try:
                 resp = await self._request(peer, req)
                 if by_ids and isinstance(resp, dict) and "events" in resp and "ids" not in resp:
