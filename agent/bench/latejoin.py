@@ -37,8 +37,8 @@ def _peers_logs(n: int, events: list, root: Path) -> list[Any]:
     from agent.demo import DemoConfig, plan_children
     from agent.net.store import EventStore
 
-    cfg = DemoConfig(decomposers=0, scorers=3, executors=0, observers=n, llm="scripted", web=False,
-                     extra_env={"SWARM_LOG_LEVEL": "info"})
+    cfg = DemoConfig(decomposers=0, scorers=0, executors=0, observers=n, llm="scripted", web=False,
+                     extra_env={"SWARM_LOG_LEVEL": "info", "SWARM_SCORERS": "3"})  # no scorer runs
     for i in range(n):
         write_key(root / f"observer-{i + 1}", f"observer-{i + 1}", "latejoin")
         store = EventStore(root / f"observer-{i + 1}" / "events.jsonl", fsync=False)
@@ -91,8 +91,31 @@ def _count_bytes() -> None:
     codec._bench_counted = True
 
 
-async def _join(root: Path, cfg: Any, children: list[Any], n_events: int, digest: str, mode: str,
+def _logged_ids(children: list[Any]) -> set[str]:
+    """The ids of every event in the peers' logs (read from their files)."""
+    from agent.net.store import raw_event_id
+
+    ids: set[str] = set()
+    for c in children:
+        with open(c.data_dir / "events.jsonl", "rb") as fh:
+            ids.update(i for i in (raw_event_id(line) for line in fh if line.endswith(b"\n")) if i)
+    return ids
+
+
+def _peers_digest(children: list[Any], now: int) -> str:
+    """The tree digest of the union of the peers' logs, derived at ``now``."""
+    from agent.core.events import decode_event
+
+    raws: dict[bytes, None] = {}
+    for c in children:
+        with open(c.data_dir / "events.jsonl", "rb") as fh:
+            raws.update((line.rstrip(b"\n"), None) for line in fh if line.endswith(b"\n"))
+    return derive(fold([decode_event(r) for r in raws]), now).digest
+
+
+async def _join(root: Path, cfg: Any, children: list[Any], target: set[str], mode: str,
                 timeout: float) -> dict[str, Any]:
+    """Join; done when the joiner holds every event the peers' logs held when it started."""
     from agent.runtime import open_runtime
     from agent.settings import load_settings
 
@@ -116,12 +139,12 @@ async def _join(root: Path, cfg: Any, children: list[Any], n_events: int, digest
             while True:
                 if first_event is None and len(rt.plan):
                     first_event = time.perf_counter() - t0
-                if len(rt.plan) >= n_events and rt.tree().digest == digest:
+                if len(rt.plan) >= len(target) and all(i in rt.plan for i in target):
                     break
                 await trio.sleep(0.01)
         if late.cancelled_caught:
             st = rt.net.stats
-            raise RuntimeError(f"no equal digest within {timeout:.0f} s: {len(rt.plan)} of {n_events} "
+            raise RuntimeError(f"not all events within {timeout:.0f} s: {len(rt.plan)} of {len(target)} "
                                f"events, {rt.plan.pending_count} "
                                f"pending; sync {st.sync}; intake {rt.intake.stats}")
         elapsed = time.perf_counter() - t0
@@ -130,13 +153,18 @@ async def _join(root: Path, cfg: Any, children: list[Any], n_events: int, digest
         st = rt.net.stats
         nursery.cancel_scope.cancel()
     rt.store.close()
+    # the check: the joiner's tree digest equals the one of the peers' logs (same `now`)
+    now = rt.plan.latest_wall() + 1
+    mine = derive(rt.plan, now).digest
+    theirs = _peers_digest(children, now)
     return {"mode": mode, "seconds": round(elapsed, 3), "network_start_s": round(t_net, 3),
             "first_event_s": round(first_event, 3) if first_event is not None else None,
             "bytes_in": _BYTES["in"], "bytes_out": _BYTES["out"],
             "bytes_in_at_digest": at_digest["in"],
             "requests": st.sync.requests, "pulled": st.sync.pulled, "new": st.sync.new,
             "ids": getattr(st.sync, "ids", None), "skipped": getattr(st.sync, "skipped", None),
-            "gossip_received": st.gossip.received}
+            "gossip_received": st.gossip.received, "peers_synced": len(rt.net.cursors),
+            "digest_equal": mine == theirs}
 
 
 def run(n: int = 10_000, peers: int = 3, repeats: int = 3, modes: tuple[str, ...] = ("ids", "pages"),
@@ -147,8 +175,6 @@ def run(n: int = 10_000, peers: int = 3, repeats: int = 3, modes: tuple[str, ...
 
     events = build(n)[:n]
     store_bytes = sum(len(e.raw) + 1 for e in events)
-    plan = fold(events)
-    digest = derive(plan, plan.latest_wall() + 1).digest
     root = Path(tempfile.mkdtemp(prefix="bench-latejoin-", dir=keep))
     out: dict[str, Any] = {"events": len(events), "peers": peers, "store_bytes": store_bytes, "runs": []}
     try:
@@ -157,13 +183,15 @@ def run(n: int = 10_000, peers: int = 3, repeats: int = 3, modes: tuple[str, ...
         start(cfg, children, root / "logs")
         try:
             _wait_up(children, root / "logs")
+            time.sleep(2.0)  # their hellos cross
             for i in range(repeats):
                 for mode in modes:
                     shutil.rmtree(root / f"joiner-{mode}", ignore_errors=True)
                     write_key(root / f"joiner-{mode}", f"joiner-{mode}-{i}", "latejoin")
+                    target = _logged_ids(children)
                     t_load = load()
                     try:
-                        r = trio.run(_join, root, cfg, children, len(events), digest, mode, timeout)
+                        r = trio.run(_join, root, cfg, children, target, mode, timeout)
                     except Exception as exc:  # reported, not raised
                         import traceback
 
@@ -173,6 +201,7 @@ def run(n: int = 10_000, peers: int = 3, repeats: int = 3, modes: tuple[str, ...
                     out["runs"].append(r)
                     log(f"  late join {len(events)} events from {peers} peers ({mode}): "
                         + (f"{r['seconds']} s, {r['bytes_in'] / 1e6:.2f} MB in, {r['pulled']} pulled, "
+                           f"digest equal {r['digest_equal']}, "
                            f"{r['requests']} requests (load {t_load[0]})" if "error" not in r else r["error"]))
         finally:
             stop(children)
