@@ -91,10 +91,25 @@ def _count_bytes() -> None:
     codec._bench_counted = True
 
 
+def raw_event_id(raw: bytes) -> str | None:
+    """An event line's id (sha256 of its canonical bytes without "sig"); here, not imported
+    from agent.net.store, so this file also runs on a checkout of an earlier version."""
+    import hashlib
+
+    import orjson
+
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict) or "sig" not in obj:
+        return None
+    del obj["sig"]
+    return hashlib.sha256(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
 def _logged_ids(children: list[Any]) -> set[str]:
     """The ids of every event in the peers' logs (read from their files)."""
-    from agent.net.store import raw_event_id
-
     ids: set[str] = set()
     for c in children:
         with open(c.data_dir / "events.jsonl", "rb") as fh:
