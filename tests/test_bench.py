@@ -96,3 +96,17 @@ def test_bench_command_core_section(tmp_path):
     row = data["core"]["600"]
     assert row["events"] >= 600 and row["update_incremental_ms_p50"] > 0
     assert "## Core" in r.stdout and out.with_suffix(".md").exists()
+
+
+def test_bench_command_latejoin_section(tmp_path):
+    """A fresh observer joins 3 agent processes holding 300 events, both syncs: it ends with
+    the peers' digest; ids first pulls each body once, whole pages once per peer."""
+    out = tmp_path / "b.json"
+    r = subprocess.run([sys.executable, "-m", "agent", "bench", "--sections", "latejoin", "--latejoin-events", "300",
+                        "--repeats", "1", "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lj = json.loads(out.read_text())["latejoin"]
+    assert lj["events"] == 300 and len(lj["runs"]) == 2
+    assert all(run.get("digest_equal") for run in lj["runs"]), lj["runs"]
+    assert lj["ids"]["pulled"] == 300 and lj["pages"]["pulled"] == 900
+    assert "## Late join" in r.stdout

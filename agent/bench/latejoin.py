@@ -131,6 +131,7 @@ def _peers_digest(children: list[Any], now: int) -> str:
 async def _join(root: Path, cfg: Any, children: list[Any], target: set[str], mode: str,
                 timeout: float) -> dict[str, Any]:
     """Join; done when the joiner holds every event the peers' logs held when it started."""
+    import agent.net.host  # noqa: F401  (libp2p's import, ~1-3 s, is not the join's)
     from agent.runtime import open_runtime
     from agent.settings import load_settings
 
@@ -140,6 +141,7 @@ async def _join(root: Path, cfg: Any, children: list[Any], target: set[str], mod
     _count_bytes()
     _BYTES["in"] = _BYTES["out"] = 0
     t0 = time.perf_counter()
+    cpu0 = time.process_time()
     try:
         rt = open_runtime(settings, "observer", sync_ids=(mode == "ids"))
     except TypeError:  # an earlier version: whole pages only
@@ -163,6 +165,7 @@ async def _join(root: Path, cfg: Any, children: list[Any], target: set[str], mod
                                f"events, {rt.plan.pending_count} "
                                f"pending; sync {st.sync}; intake {rt.intake.stats}")
         elapsed = time.perf_counter() - t0
+        cpu = time.process_time() - cpu0  # the joiner's CPU (this process; the peers are others)
         at_digest = dict(_BYTES)
         await trio.sleep(0.5)  # what was still in flight is counted too
         st = rt.net.stats
@@ -172,7 +175,8 @@ async def _join(root: Path, cfg: Any, children: list[Any], target: set[str], mod
     now = rt.plan.latest_wall() + 1
     mine = derive(rt.plan, now).digest
     theirs = _peers_digest(children, now)
-    return {"mode": mode, "seconds": round(elapsed, 3), "network_start_s": round(t_net, 3),
+    return {"mode": mode, "seconds": round(elapsed, 3), "cpu_s": round(cpu, 3),
+            "network_start_s": round(t_net, 3),
             "first_event_s": round(first_event, 3) if first_event is not None else None,
             "bytes_in": _BYTES["in"], "bytes_out": _BYTES["out"],
             "bytes_in_at_digest": at_digest["in"],
@@ -229,6 +233,7 @@ def run(n: int = 10_000, peers: int = 3, repeats: int = 3, modes: tuple[str, ...
             out[mode] = {"seconds": round(statistics.median(r["seconds"] for r in ok), 3),
                          "bytes_in": int(statistics.median(r["bytes_in"] for r in ok)),
                          "pulled": int(statistics.median(r["pulled"] for r in ok)),
+                         "cpu_s": round(statistics.median(r["cpu_s"] for r in ok), 3),
                          "requests": int(statistics.median(r["requests"] for r in ok)),
                          "copies": round(statistics.median(r["bytes_in"] for r in ok) / store_bytes, 2),
                          "ok": len(ok), "failed": sum(1 for r in out["runs"] if r["mode"] == mode) - len(ok)}

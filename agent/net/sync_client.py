@@ -325,6 +325,9 @@ class SyncClient:
 
     async def _fetch(self, peer: str, ids: list[str], tally: "_Tally",
                      cur: PeerCursor) -> str | None:
+        """Ask this peer for these events, in batches, and ingest them in order. Pipelined:
+        the next batch is asked for while this one is ingested (verifying signatures is
+        the joiner's bottleneck; the peer's reading and sending overlap it)."""
         if not ids:
             return None
         batches = [ids[i:i + self._get_batch] for i in range(0, len(ids), self._get_batch)]
@@ -332,42 +335,68 @@ class SyncClient:
         for batch, done in zip(batches, marks):  # all at once: no other pull asks for them
             for i in batch:
                 self._inflight.setdefault(i, done)
+        why: str | None = None
+        send, recv = trio.open_memory_channel[Any](1)  # one response ahead of the ingest
         try:
-            for asked, done in zip(batches, marks):
-                batch = asked
-                while batch:
-                    try:
-                        got = check_get_response(
-                            await self._request(peer, {"get": pack_ids(batch)}), len(batch))
-                    except _Unreachable as exc:
-                        return str(exc)
-                    except SyncProtocolError as exc:
-                        self._failed("error")
-                        self._log.info("net.sync_bad_response", peer=peer, error=str(exc)[:300])
-                        return str(exc)[:300]
-                    self._answered()
-                    raws: list[bytes] = []
-                    for want, text in zip(batch, got):
-                        if text is None:  # listed but not held: its loss, another peer's gain
-                            self._stats.missing += 1
-                            continue
-                        raw = text.encode("utf-8")
-                        if raw_event_id(raw) != want:
-                            self._stats.lied += 1
-                            self._log.warning("net.sync_wrong_event", peer=peer, asked=want,
-                                              detail="the peer sent another event than the "
-                                                     "id it listed; not taken")
-                            continue
-                        raws.append(raw)
-                    why = await self._ingest_all(peer, raws, tally, cur)
-                    if why is not None:
-                        return why
-                    batch = batch[len(got):]
-                self._release(done, asked)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._get_batches, peer, batches, send)
+                async with recv:
+                    async for item in recv:
+                        if isinstance(item, str):
+                            why = item
+                            break
+                        k, raws, complete = item
+                        why = await self._ingest_all(peer, raws, tally, cur)
+                        if why is not None:
+                            break
+                        if complete:
+                            self._release(marks[k], batches[k])
+                    nursery.cancel_scope.cancel()
         finally:
             for asked, done in zip(batches, marks):
                 self._release(done, asked)
-        return None
+        return why
+
+    async def _get_batches(self, peer: str, batches: list[list[str]],
+                           send: trio.MemorySendChannel[Any]) -> None:
+        """Request each batch (again for the rest if the peer sent fewer), and send on
+        (batch index, the bodies that are what was asked, whether the batch is complete),
+        or a reason string if the peer failed."""
+        async with send:
+            try:
+                for k, asked in enumerate(batches):
+                    batch = asked
+                    while batch:
+                        try:
+                            got = check_get_response(
+                                await self._request(peer, {"get": pack_ids(batch)}), len(batch))
+                        except _Unreachable as exc:
+                            await send.send(str(exc))
+                            return
+                        except SyncProtocolError as exc:
+                            self._failed("error")
+                            self._log.info("net.sync_bad_response", peer=peer,
+                                           error=str(exc)[:300])
+                            await send.send(str(exc)[:300])
+                            return
+                        self._answered()
+                        raws: list[bytes] = []
+                        for want, text in zip(batch, got):
+                            if text is None:  # listed but not held: another peer's gain
+                                self._stats.missing += 1
+                                continue
+                            raw = text.encode("utf-8")
+                            if raw_event_id(raw) != want:
+                                self._stats.lied += 1
+                                self._log.warning("net.sync_wrong_event", peer=peer, asked=want,
+                                                  detail="the peer sent another event than "
+                                                         "the id it listed; not taken")
+                                continue
+                            raws.append(raw)
+                        batch = batch[len(got):]
+                        await send.send((k, raws, not batch))
+            except trio.BrokenResourceError:  # the ingest stopped (it failed): nothing to do
+                return
 
     def _release(self, done: trio.Event, ids: list[str]) -> None:
         if done.is_set():
