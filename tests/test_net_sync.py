@@ -357,7 +357,9 @@ async def test_restart_with_same_key_reconnects_and_resumes(tmp_path):
         _fill(b.store, reborn)
         b.net = b.make_net()
         async with running(b.net):
-            await wait_for(lambda: reborn[0].id in a.rt.ids, 10, "A pulled the new log")
+            # (ids first: the body is ingested before the page's cursor moves; wait for both)
+            await wait_for(lambda: reborn[0].id in a.rt.ids
+                           and a.net.cursors[b.net.peer_id].cursor == 1, 10, "A pulled the new log")
             cur = a.net.cursors[b.net.peer_id]
             assert cur.epoch == b.store.epoch and cur.cursor == 1 and cur.resets >= 1
 

@@ -267,6 +267,8 @@ class SyncClient:
                 if pages > 3:
                     return tally.result(peer, False, "the peer's log keeps changing")
                 continue
+            if not same_log:  # a new log, served from 0: our cursor starts there too
+                cur.cursor, cur.total = 0, total
             cur.epoch = epoch
             if by_ids:
                 why = await self._fetch_unknown(peer, ids, tally, cur)
