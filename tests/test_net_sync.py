@@ -254,7 +254,9 @@ async def test_fresh_peer_pulls_500_events_in_pages_in_order(tmp_path, ids):
         c.net = c.make_net(peers=[b.addr])
         t0 = time.perf_counter()
         async with running(c.net):
-            await wait_for(lambda: len(c.rt.order) == 500, 20, "500 events at C")
+            await wait_for(lambda: len(c.rt.order) == 500
+                           and c.net.cursors.get(b.net.peer_id, None) is not None
+                           and c.net.cursors[b.net.peer_id].cursor == 500, 20, "500 events at C")
             took = time.perf_counter() - t0
             cur = c.net.cursors[b.net.peer_id]
             print(f"\nsync of 500 events (connect included): {took * 1e3:.0f} ms, "
