@@ -110,13 +110,13 @@ def table(res: dict[str, Any]) -> str:
     if co:
         lines.append("## Core (one process)")
         lines.append("")
-        lines.append("| events | nodes | decode+verify /s | apply /s | derive from scratch ms | one update (apply + "
+        lines.append("| events | nodes | arrival | decode+verify /s | apply /s | derive from scratch ms | one update (apply + "
                      "incremental derive) ms p50 / p95 | full re-derive per update (before) ms |")
-        lines.append("|---|---|---|---|---|---|---|")
+        lines.append("|---|---|---|---|---|---|---|---|")
         for n, r in co.items():
             if not isinstance(r, dict):
                 continue
-            lines.append(f"| {r['events']} | {r['nodes']} | {r['decode_verify_per_s']:,} | {r['apply_per_s']:,} | "
+            lines.append(f"| {r['events']} | {r['nodes']} | {r.get('arrival', '-')} | {r['decode_verify_per_s']:,} | {r['apply_per_s']:,} | "
                          f"{r['derive_from_scratch_ms']} | {r['update_incremental_ms_p50']} / "
                          f"{r['update_incremental_ms_p95']} | {r['update_full_rederive_ms_p50']} |")
         lines.append("")
