@@ -19,7 +19,7 @@ help:
 	@echo "make test      run the whole test suite"
 	@echo "make up        start the Compose cluster (SCALE_SCORERS=5 SCALE_EXECUTORS=2 OLLAMA_MODEL=...)"
 	@echo "make chaos     submit a goal, kill decomposer-2 mid-plan, watch the plan complete"
-	@echo "make bench     benchmarks: swarm vs central orchestrator, votes, claims, core, Ollama (BENCH_ARGS=...)"
+	@echo "make bench     benchmarks: swarm vs central orchestrator, votes, claims, core, Ollama, late join (BENCH_ARGS=...)"
 	@echo "make sweep     simulator sweep: SEEDS=0..9999 FAULTS=all (prints failing seeds, seeds/s)"
 	@echo "make eval      plan-quality benchmark (EVAL_MODEL=qwen2.5-1.5b EVAL_ARGS='--limit 3')"
 	@echo "make models    install the demo's embedded model (MODEL=...), checked by sha256"

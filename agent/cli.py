@@ -142,15 +142,18 @@ def simulate(
 
 @app.command()
 def bench(
-    sections: str = typer.Option("overhead,votes,claims,core,ollama",
-                                 help="comma list of: overhead, votes, claims, core, ollama"),
+    sections: str = typer.Option("overhead,votes,claims,core,ollama,latejoin,scale",
+                                 help="comma list of: overhead, votes, claims, core, ollama, latejoin, scale"),
     latency: str = typer.Option("0.2,2", help="scripted LLM latencies (s) for the overhead section"),
     repeats: int = typer.Option(3, min=1, help="runs per latency (medians are reported)"),
     core_sizes: str = typer.Option("10000,100000", help="event counts for the core section"),
+    latejoin_events: int = typer.Option(10_000, min=1, help="events in the peers' logs (latejoin section)"),
+    scale_sizes: str = typer.Option("10,20,30", help="agent processes per run (scale section)"),
     out: Optional[Path] = typer.Option(None, help="JSON output (default out/bench-<time>.json; a .md beside)"),
     keep: Optional[Path] = typer.Option(None, help="keep every swarm's directory (logs, keys) under this one"),
 ) -> None:
-    """Benchmarks: the swarm against a central baseline, vote latency, claim races, core, Ollama."""
+    """Benchmarks: the swarm against a central baseline, vote latency, claim races, core, Ollama,
+    late join, scale."""
     import time
 
     from agent.bench.run import SECTIONS, main as run_bench
@@ -164,7 +167,8 @@ def bench(
         keep.mkdir(parents=True, exist_ok=True)
     run_bench(chosen, [float(x) for x in latency.split(",") if x.strip()], repeats,
               out or Path("out") / time.strftime("bench-%Y%m%d-%H%M%S.json"),
-              [int(x) for x in core_sizes.split(",") if x.strip()], keep)
+              [int(x) for x in core_sizes.split(",") if x.strip()], keep, latejoin_events,
+              [int(x) for x in scale_sizes.split(",") if x.strip()])
 
 
 def main() -> None:

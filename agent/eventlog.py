@@ -10,8 +10,13 @@ from typing import Protocol
 
 
 class EventLog(Protocol):
-    def append(self, raw: bytes) -> int:
-        """Store one event durably; returns the new length. Raises on I/O errors."""
+    def append(self, raw: bytes, *, durable: bool = True, event_id: str | None = None) -> int:
+        """Store one event; returns the new length. Raises on I/O errors. With ``durable``
+        it (and every earlier one) is on disk when this returns; otherwise at the next
+        ``flush()`` or durable append."""
+
+    def flush(self) -> None:
+        """Make every append so far durable."""
 
     def read_from(self, pos: int, limit: int) -> list[bytes]:
         """Events [pos, pos + limit) in append order."""
@@ -24,9 +29,12 @@ class MemoryLog:
         self.records: list[bytes] = list(records or [])
         self.epoch = "memory"
 
-    def append(self, raw: bytes) -> int:
+    def append(self, raw: bytes, *, durable: bool = True, event_id: str | None = None) -> int:
         self.records.append(bytes(raw))
         return len(self.records)
+
+    def flush(self) -> None:
+        pass
 
     def read_from(self, pos: int, limit: int) -> list[bytes]:
         pos = max(0, pos)

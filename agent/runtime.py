@@ -2,6 +2,15 @@
 data flows one way: network -> validate -> store -> fold -> (the role decides) -> sign ->
 store -> publish.
 
+Durability: our own events are stored with an fsync before they are published, and that
+fsync makes every event received before them durable too. Events received from peers are
+written at once but fsynced in batches (``RECEIVED_FSYNC_DELAY`` after the first unflushed
+one, or earlier by the next event of ours, a sync request served or a "has" answered, and at
+shutdown): one fsync per batch instead of one per event (4.5 ms each on this machine, so a
+10,000-event join spent 45 s in fsync). A crash can lose only received events nothing here
+depends on yet: nothing of ours published after them, not served to a peer, not confirmed
+to a submitter; the restarted agent pulls them again.
+
 The network and the event log are injected (``open_runtime`` builds the real ones: the libp2p
 ``Network`` and the fsync'd ``EventStore``), so tests can pass in-memory ones. Everything that
 decides anything is in ``agent.core.intake``; this module only does the I/O around it.
@@ -26,6 +35,8 @@ from agent.core.tree import NodeState, Tree, derive
 from agent.eventlog import EventLog
 from agent.errlog import RepeatedErrorLog
 from agent.settings import Settings
+
+RECEIVED_FSYNC_DELAY = 0.05  # s: how long a received event may wait for its batch's fsync
 
 
 class NetworkLike(Protocol):
@@ -76,10 +87,12 @@ class Runtime:
         self.intake = Intake(IntakeConfig(max_ahead_ms=settings.max_ahead_ms,
                                           max_drift_ms=settings.max_drift_ms))
         self.plan = self.intake.plan
-        self._unsaved: list[bytes] = []  # received events the disk refused: retried
+        self._unsaved: list[tuple[bytes, str]] = []  # received (raw, id) not yet written: retried
+        self._unflushed = trio.Event()  # received events written but not yet fsynced
         self._outbox: list[Event] = []  # our own events waiting to be stored, then published
         self._persist_errors = RepeatedErrorLog(self.log, "cannot persist events; will retry")
         self._outbox_errors = RepeatedErrorLog(self.log, "cannot store our own event; it waits")
+        self._flush_errors = RepeatedErrorLog(self.log, "cannot flush received events; will retry")
         self._listeners: list[Callable[[], None]] = []
         self._changed = trio.Event()
         self._tree: Tree | None = None
@@ -115,10 +128,15 @@ class Runtime:
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
-            if self.net is not None:
-                await nursery.start(self.net.run)
-            nursery.start_soon(self._housekeeping)
-            task_status.started()
+            try:
+                if self.net is not None:
+                    await nursery.start(self.net.run)
+                nursery.start_soon(self._housekeeping)
+                nursery.start_soon(self._flush_received)
+                task_status.started()
+                await trio.sleep_forever()
+            finally:
+                self._flush_store()  # a clean stop loses nothing received
 
     def now_ms(self) -> int:
         return self._clock() + self.settings.clock_offset_ms
@@ -169,7 +187,7 @@ class Runtime:
             metrics.EVENTS_REJECTED.labels(reason=exc.reason.value).inc()
             self.log.warning("waiting event refused", event_id=e.id, reason=exc.reason.value, detail=exc.detail)
         for e in offer.accepted:
-            self._unsaved.append(e.raw)
+            self._unsaved.append((e.raw, e.id))
             metrics.EVENTS.labels(type=e.type).inc()
             if e.type == "vote" and e.body.phase == "precommit":
                 self._note_decision(e.body.node)
@@ -190,12 +208,15 @@ class Runtime:
             self.log.info("decided", node_id=node, value=value)
 
     def _flush_unsaved(self) -> None:
+        """Write received events (their fsync comes in a batch: ``_flush_received``)."""
         from agent.net.store import StoreError
 
         try:
             while self._unsaved:
-                self.store.append(self._unsaved[0])
+                raw, eid = self._unsaved[0]
+                self.store.append(raw, durable=False, event_id=eid)
                 self._unsaved.pop(0)
+                self._unflushed.set()
         except StoreError as exc:
             # Kept in memory and retried: nothing accepted is dropped.
             self._persist_errors.failed(str(exc), unsaved=len(self._unsaved))
@@ -203,6 +224,29 @@ class Runtime:
             if self._persist_errors.failing:
                 self._persist_errors.succeeded()
         metrics.EVENTS_STORED.set(len(self.plan))
+
+    def _flush_store(self) -> bool:
+        """fsync what was written; False (logged, retried later) if the disk refuses."""
+        from agent.net.store import StoreError
+
+        try:
+            self.store.flush()
+        except StoreError as exc:
+            self._flush_errors.failed(str(exc))
+            return False
+        if self._flush_errors.failing:
+            self._flush_errors.succeeded()
+        return True
+
+    async def _flush_received(self) -> None:
+        """One fsync per batch of received events, at most RECEIVED_FSYNC_DELAY after the first."""
+        while True:
+            await self._unflushed.wait()
+            await trio.sleep(RECEIVED_FSYNC_DELAY)
+            self._unflushed = trio.Event()
+            if not self._flush_store():
+                self._unflushed.set()
+                await trio.sleep(0.5)
 
     def _changed_now(self) -> None:
         self._changed.set()
@@ -246,7 +290,7 @@ class Runtime:
                 if self._unsaved:
                     return
             try:
-                self.store.append(ev.raw)
+                self.store.append(ev.raw, event_id=ev.id)  # fsync'd, and all received before it
             except StoreError as exc:
                 self._outbox_errors.failed(str(exc), outbox=len(self._outbox))
                 return
@@ -305,8 +349,10 @@ class _Progress:
         metrics.set_task_counts(tree.counts())
 
 
-def open_runtime(settings: Settings, role: str, *, data_dir: Path | None = None) -> Runtime:
-    """The real thing: the key and the fsync'd log under ``data_dir``, the libp2p network."""
+def open_runtime(settings: Settings, role: str, *, data_dir: Path | None = None,
+                 **net_overrides: Any) -> Runtime:
+    """The real thing: the key and the fsync'd log under ``data_dir``, the libp2p network
+    (``net_overrides``: NetConfig fields beyond the settings', e.g. for the bench)."""
     from agent.net.config import NetConfig
     from agent.net.host import Network
     from agent.net.store import EventStore
@@ -322,7 +368,7 @@ def open_runtime(settings: Settings, role: str, *, data_dir: Path | None = None)
     log = structlog.get_logger().bind(role=role, peer_id=identity.peer_id)
     net = Network(
         identity=identity, store=store, ingest=ingest,
-        config=NetConfig.from_settings(settings), log=log,
+        config=NetConfig.from_settings(settings, **net_overrides), log=log,
         on_peers_changed=lambda n: metrics.PEERS_CONNECTED.set(n),
         on_reject=lambda reason, peer: metrics.EVENTS_REJECTED.labels(reason=reason).inc(),
         knows=lambda event_id: holder["rt"].intake.knows(event_id),

@@ -123,3 +123,17 @@ def test_scale_run_reports_usage_and_gossip(tmp_path):
     assert len(r.busy["rss_mb"]) == 6 and all(x > 20 for x in r.busy["rss_mb"])
     assert r.gossip_msgs_per_s and r.gossip_msgs_per_s > 0
     assert r.events > 5
+
+
+def test_bench_command_latejoin_section(tmp_path):
+    """A fresh observer joins 3 agent processes holding 300 events, both syncs: it ends with
+    the peers' digest; ids first pulls each body once, whole pages once per peer."""
+    out = tmp_path / "b.json"
+    r = subprocess.run([sys.executable, "-m", "agent", "bench", "--sections", "latejoin", "--latejoin-events", "300",
+                        "--repeats", "1", "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lj = json.loads(out.read_text())["latejoin"]
+    assert lj["events"] == 300 and len(lj["runs"]) == 2
+    assert all(run.get("digest_equal") for run in lj["runs"]), lj["runs"]
+    assert lj["ids"]["pulled"] == 300 and lj["pages"]["pulled"] == 900
+    assert "## Late join" in r.stdout

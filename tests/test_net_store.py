@@ -178,3 +178,30 @@ def test_disk_full_real_tmpfs(tmp_path):
         again.close()
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_batched_fsync_and_the_id_index(tmp_path, monkeypatch):
+    raws = _events(6)
+    ids = [decode_event(r).id for r in raws]
+    fsyncs = []
+    real = os.fsync
+    monkeypatch.setattr(store_mod.os, "fsync", lambda fd: (fsyncs.append(fd), real(fd)))
+    st = EventStore(tmp_path / "e.jsonl")
+    fsyncs.clear()  # opening fsyncs the directory and the epoch file
+    st.append(raws[0])
+    assert st.durable == 1 and len(fsyncs) == 1 and not st.dirty
+    for r in raws[1:4]:  # received events: written, fsynced in one batch
+        st.append(r, durable=False)
+    assert len(fsyncs) == 1 and st.dirty and st.durable == 1 and len(st) == 4
+    st.flush()
+    assert len(fsyncs) == 2 and st.durable == 4 and not st.dirty
+    st.flush()  # nothing new: no fsync
+    assert len(fsyncs) == 2
+    assert st.ids_from(1, 2) == ids[1:3] and st.position(ids[3]) == 3
+    st.append(raws[4], durable=False, event_id=ids[4])
+    st.append(raws[5])  # a durable append covers the earlier ones
+    assert st.durable == 6 and len(fsyncs) == 3
+    assert st.get([ids[5], "00" * 32, ids[0]]) == [raws[5], None, raws[0]]
+    st.close()
+    st2 = EventStore(tmp_path / "e.jsonl")  # index rebuilt from disk
+    assert st2.ids_from(0, 100) == ids and st2.durable == 6

@@ -12,9 +12,13 @@ import trio
 from agent.core.events import Goal, sign_event
 from agent.core.hlc import Timestamp
 from agent.net.store import EventStore
+from agent.net.config import SyncLimits
+from agent.net.store import raw_event_id
 from agent.net.sync import (
-    MAX_PAGE, MAX_PAGE_BYTES, SyncProtocolError, build_page, check_response,
+    MAX_GET, MAX_ID_PAGE, MAX_PAGE, MAX_PAGE_BYTES, OrjsonCodec, SyncProtocolError, build_get,
+    build_page, check_get_response, check_id_response, check_response, pack_ids, unpack_ids,
 )
+from agent.net.sync_client import SyncClient
 from builders import T0, claim, goal, hello, ident, params, proposal, vote
 from support.net_runner import Node, identity_for, running, wait_for
 
@@ -97,17 +101,162 @@ def test_build_page_caps_bytes(tmp_path):
     assert encoded < 10 * 1024 * 1024  # the library's response limit
 
 
+def test_ids_page_and_get_serve_ids_then_bodies(tmp_path):
+    st = EventStore(tmp_path / "e.jsonl")
+    evs = history(30)
+    _fill(st, evs[:20])
+    ids = [e.id for e in evs]
+    assert [raw_event_id(e.raw) for e in evs] == ids  # the store's id is the event's id
+    page = build_page(st, {"epoch": None, "cursor": 5, "limit": 200, "ids": 10})
+    assert check_id_response(orjson.loads(orjson.dumps(page))) == (st.epoch, ids[5:15], 5, 15, 20)
+    _fill(st, evs[20:])  # appended after the index was built: indexed too
+    page = build_page(st, {"epoch": st.epoch, "cursor": 15, "limit": 1, "ids": 100})
+    assert unpack_ids(page["ids"], 100) == ids[15:] and page["next"] == 30
+    # an ids page may be larger than an events page, up to MAX_ID_PAGE, and fits a response
+    assert MAX_ID_PAGE > MAX_PAGE
+    assert len(orjson.dumps({"epoch": "e" * 64, "ids": pack_ids(["ab" * 32] * MAX_ID_PAGE),
+                             "start": 2**53, "next": 2**53, "total": 2**53})) <= MAX_PAGE_BYTES
+    for bad in ({"cursor": 0, "limit": 5, "ids": True}, {"cursor": 0, "limit": 5, "ids": 0}):
+        with pytest.raises(SyncProtocolError, match="'ids' must be an integer"):
+            build_page(st, bad)
+    # get: the bodies in the order asked, null for one not held
+    unknown = "ab" * 32
+    got = build_get(st, {"get": pack_ids([ids[7], unknown, ids[2]])})
+    assert got == {"events": [evs[7].raw.decode(), None, evs[2].raw.decode()]}
+    assert check_get_response(got, 3) == got["events"]
+
+
+def test_malformed_and_oversize_id_lists_are_refused(tmp_path):
+    st = EventStore(tmp_path / "e.jsonl")
+    _fill(st, history(5))
+    one = pack_ids(["cd" * 32])
+    for bad, why in (({"get": "!!not base64!!"}, "not base64"),
+                     ({"get": one[:-8]}, "whole 32-byte"),  # a truncated id
+                     ({"get": 12}, "base64 string"),
+                     ({"get": ""}, "no event"),
+                     ({"get": pack_ids(["cd" * 32] * (MAX_GET + 1))}, f"at most {MAX_GET}")):
+        with pytest.raises(SyncProtocolError, match=why):
+            build_get(st, bad)
+    # the largest get a client may send fits a request the server reads
+    biggest = OrjsonCodec().encode_request({"get": pack_ids(["ef" * 32] * MAX_GET)})
+    assert len(biggest) <= SyncLimits().max_request_bytes
+    # responses: an ids page longer than its positions, too many ids, bad shapes
+    with pytest.raises(SyncProtocolError, match="inconsistent"):
+        check_id_response({"epoch": "e", "ids": pack_ids(["cd" * 32] * 3), "start": 0,
+                           "next": 2, "total": 2})
+    with pytest.raises(SyncProtocolError, match="at most"):
+        check_id_response({"epoch": "e", "ids": pack_ids(["cd" * 32] * (MAX_ID_PAGE + 1)),
+                           "start": 0, "next": MAX_ID_PAGE + 1, "total": MAX_ID_PAGE + 1})
+    for bad in ({"events": []}, {"events": [1]}, {"events": ["a", "b", "c"]}, {"x": 1}, None):
+        with pytest.raises(SyncProtocolError):
+            check_get_response(bad, 2)
+
+
+class _FakePeer:
+    """Answers a SyncClient's requests from a list of events, optionally lying."""
+
+    def __init__(self, evs, *, old=False, swap=None, drop=None):
+        self.evs, self.old, self.swap, self.drop = evs, old, swap or {}, drop or set()
+        self.asked: list[str] = []
+        self.requests: list[dict] = []
+
+    async def __call__(self, peer, req):
+        self.requests.append(req)
+        by_id = {e.id: e for e in self.evs}
+        if "get" in req:
+            ids = unpack_ids(req["get"], MAX_GET)
+            self.asked += ids
+            out = []
+            for i in ids:
+                if i in self.drop:
+                    out.append(None)
+                else:
+                    out.append(by_id[self.swap.get(i, i)].raw.decode())
+            return {"events": out}
+        start, limit = req["cursor"], req["limit"]
+        if "ids" in req and not self.old:
+            ids = [e.id for e in self.evs[start:start + req["ids"]]]
+            return {"epoch": "ep", "ids": pack_ids(ids), "start": start,
+                    "next": start + len(ids), "total": len(self.evs)}
+        page = self.evs[start:start + min(limit, MAX_PAGE)]
+        return {"epoch": "ep", "events": [e.raw.decode() for e in page],
+                "next": start + len(page), "total": len(self.evs)}
+
+
+def _client(known: set[str], got: list[bytes], **kw) -> SyncClient:
+    from agent.core.events import decode_event
+    from agent.net.intake import Intake
+    import structlog
+
+    async def ingest(raw, source):
+        got.append(raw)
+        eid = decode_event(raw).id
+        new = eid not in known
+        known.add(eid)
+        return new
+
+    client = SyncClient(protocol="p", intake=Intake(ingest, structlog.get_logger()),
+                        connected=lambda: [], on_foreign=lambda p: None, knows=known.__contains__,
+                        **kw)
+    client._rr = object()  # "running"; requests go to the fake peer
+    return client
+
+
+async def test_client_holding_most_events_receives_only_the_missing_bodies():
+    evs = history(300)
+    known = {e.id for e in evs} - {e.id for e in evs[::10]}  # 30 missing, spread out
+    got: list[bytes] = []
+    client = _client(known, got, id_page=100, get_batch=7)
+    peer = _FakePeer(evs)
+    client._request = peer
+    res = await client.sync_from("b")
+    assert res.answered and res.new == res.pulled == 30
+    assert peer.asked == [e.id for e in evs[::10]]  # asked for exactly those, in log order
+    assert got == [e.raw for e in evs[::10]]
+    st = client.statistics()
+    assert st.ids == 300 and st.skipped == 270 and st.pulled == st.new == 30
+    # again: nothing to ask for; only the ids page
+    n = len(peer.requests)
+    assert (await client.sync_from("b")).pulled == 0 and len(peer.requests) == n + 1
+
+
+async def test_wrong_or_missing_bodies_are_not_taken_and_old_peers_get_pages():
+    evs = history(20)
+    got: list[bytes] = []
+    client = _client(set(), got, id_page=100)
+    liar = _FakePeer(evs, swap={evs[3].id: evs[4].id}, drop={evs[5].id})
+    client._request = liar
+    res = await client.sync_from("liar")
+    st = client.statistics()
+    assert st.lied == 1 and st.missing == 1 and res.pulled == 18
+    assert evs[3].raw not in got and evs[5].raw not in got
+    # a first-version peer answers the ids request with a whole page: pulled in pages
+    got2: list[bytes] = []
+    client2 = _client(set(), got2, id_page=100)
+    old = _FakePeer(evs, old=True)
+    client2._request = old
+    assert (await client2.sync_from("old")).new == 20 and got2 == [e.raw for e in evs]
+    assert client2.cursors["old"].old and old.asked == []
+    assert old.requests[0]["limit"] == 200  # what an old server sends: a page it can send whole
+    assert (await client2.sync_from("old")).new == 0
+    assert "ids" not in old.requests[-1] and old.requests[-1]["cursor"] == 20  # stays with pages
+
+
 # ---------------------------------------------------------------------- over the network
-async def test_fresh_peer_pulls_500_events_in_pages_in_order(tmp_path):
+@pytest.mark.parametrize("ids", [True, False], ids=["ids-first", "whole-pages"])
+async def test_fresh_peer_pulls_500_events_in_pages_in_order(tmp_path, ids):
     evs = history(500)
     b = Node("b", tmp_path, sync_interval=3600)
     _fill(b.store, evs)
-    c = Node("c", tmp_path, sync_interval=3600)
+    c = Node("c", tmp_path, sync_interval=3600, sync_ids=ids, sync_id_page=200,
+             sync_get_batch=150)
     async with running(b.net):
         c.net = c.make_net(peers=[b.addr])
         t0 = time.perf_counter()
         async with running(c.net):
-            await wait_for(lambda: len(c.rt.order) == 500, 20, "500 events at C")
+            await wait_for(lambda: len(c.rt.order) == 500
+                           and c.net.cursors.get(b.net.peer_id, None) is not None
+                           and c.net.cursors[b.net.peer_id].cursor == 500, 20, "500 events at C")
             took = time.perf_counter() - t0
             cur = c.net.cursors[b.net.peer_id]
             print(f"\nsync of 500 events (connect included): {took * 1e3:.0f} ms, "
@@ -124,6 +273,11 @@ async def test_fresh_peer_pulls_500_events_in_pages_in_order(tmp_path):
             report = await c.net.sync_all()
             assert report.new == 7 and report.peers_asked == report.peers_answered == 1
             assert c.rt.order[-7:] == [e.id for e in more]
+            st = c.net.stats.sync
+            if ids:  # every body came once, asked by id; nothing came twice
+                assert st.pulled == st.new == 507 and st.ids == 507 and st.skipped == 0
+            else:
+                assert st.pulled == 507 and st.ids == 0
 
 
 async def test_dead_and_foreign_peers_do_not_crash_sync_or_reconnect(tmp_path):
@@ -205,7 +359,9 @@ async def test_restart_with_same_key_reconnects_and_resumes(tmp_path):
         _fill(b.store, reborn)
         b.net = b.make_net()
         async with running(b.net):
-            await wait_for(lambda: reborn[0].id in a.rt.ids, 10, "A pulled the new log")
+            # (ids first: the body is ingested before the page's cursor moves; wait for both)
+            await wait_for(lambda: reborn[0].id in a.rt.ids
+                           and a.net.cursors[b.net.peer_id].cursor == 1, 10, "A pulled the new log")
             cur = a.net.cursors[b.net.peer_id]
             assert cur.epoch == b.store.epoch and cur.cursor == 1 and cur.resets >= 1
 
@@ -232,3 +388,46 @@ async def test_failing_ingest_stops_that_sync_but_not_the_network(tmp_path):
             # the failed page is pulled again on the next sync; nothing is skipped
             assert (await c.net.sync_from(b.net.peer_id)).new == 5
             assert c.rt.order == [e.id for e in evs]
+
+
+async def test_late_joiner_pulls_each_body_once_from_three_peers(tmp_path):
+    evs = history(600)
+    peers = [Node(n, tmp_path, sync_interval=3600) for n in ("b", "d", "e")]
+    for p in peers:
+        _fill(p.store, evs)
+    async with running(peers[0].net), running(peers[1].net), running(peers[2].net):
+        c = Node("c", tmp_path, sync_interval=3600, sync_id_page=250, sync_get_batch=100,
+                 peers=[p.addr for p in peers])
+        async with running(c.net):
+            await wait_for(lambda: len(c.rt.order) == 600, 20, "600 events at C")
+            await wait_for(lambda: all(p.net.peer_id in c.net.cursors
+                                       and c.net.cursors[p.net.peer_id].cursor == 600
+                                       for p in peers), 20, "C synced from all three")
+            st = c.net.stats.sync
+            raw_bytes = sum(len(e.raw) for e in evs)
+            print(f"\nlate join of 600 events from 3 peers: {st.bytes_in} bytes in "
+                  f"({st.bytes_in / raw_bytes:.2f} copies), {st.pulled} pulled, "
+                  f"{st.skipped} ids skipped")
+            assert set(c.rt.order) == {e.id for e in evs}
+            assert st.pulled == st.new == 600 and c.rt.duplicates == 0  # each body once
+            assert st.ids == 1800
+            # whole pages from 3 peers would be 3 escaped copies; ids first: about one, plus ids
+            assert st.bytes_in < 2 * raw_bytes
+
+
+@pytest.mark.parametrize("ids", [True, False], ids=["ids-first", "whole-pages"])
+async def test_large_events_cross_whole(tmp_path, ids):
+    """Responses stay under MAX_PAGE_BYTES: over Mplex, ~420 KB responses arrived cut."""
+    big = [sign_event(ident(f"g{i}"), Timestamp(T0 + i, 0),
+                      Goal(title="t", description='"\\' * 900, params=params()))
+           for i in range(150)]  # ~3.8 KiB each, about twice that as a JSON string
+    b = Node("b", tmp_path, sync_interval=3600)
+    _fill(b.store, big)
+    c = Node("c", tmp_path, sync_interval=3600, sync_ids=ids, sync_page=MAX_PAGE,
+             sync_get_batch=MAX_GET)
+    async with running(b.net):
+        c.net = c.make_net(peers=[b.addr])
+        async with running(c.net):
+            await wait_for(lambda: len(c.rt.order) == 150, 20, "150 large events at C")
+            assert c.net.stats.sync.failed == 0
+            assert c.store.load() == b.store.load()

@@ -121,6 +121,11 @@ async def test_slowloris_does_not_starve_sync(tmp_path):
     (b'{"cursor": -5, "limit": 10}', "'cursor' must be an integer"),
     (b'{"has": ["zz"]}', "64-char hex"),
     (b'{"cursor": 0, "limit": 5, "epoch": 7}', "'epoch'"),
+    (b'{"get": "%%%"}', "not base64"),
+    (b'{"get": "AAAA"}', "whole 32-byte"),
+    (b'{"get": ""}', "no event"),
+    (b'{"cursor": 0, "limit": 5, "ids": 10, "epoch": []}', "'epoch'"),
+    (b'{"cursor": 0, "limit": 5, "ids": true}', "'ids' must be an integer"),
 ])
 async def test_bad_request_gets_a_clear_error_reply(tmp_path, capsys, payload, expect):
     b = Node("b", tmp_path, sync_interval=3600)

@@ -131,7 +131,7 @@ async def test_full_disk_loses_nothing_and_never_publishes_what_is_not_stored(tm
     rt = make_rt(tmp_path, bus=bus)
     real_append = rt.store.append
 
-    def full(raw):
+    def full(raw, **_kw):
         raise StoreError(f"events.jsonl: {errno.errorcode[errno.ENOSPC]}")
 
     monkeypatch.setattr(rt.store, "append", full)

@@ -60,10 +60,18 @@ GOALS = ["Plan a two-week trip to Japan", "Organise a wedding for 120 guests",
          "Renovate a small apartment kitchen", "Launch a neighbourhood book club"]
 
 
-def claim_races(keep: Path | None = None, latency: float = 0.05, executors: int = 5) -> dict[str, Any]:
+def claim_goals(n: int) -> list[str]:
+    """n goal titles: GOALS, then GOALS again numbered (the scripted LLM splits each alike)."""
+    return [GOALS[i % len(GOALS)] + (f" ({i // len(GOALS) + 1})" if i >= len(GOALS) else "") for i in range(n)]
+
+
+def claim_races(keep: Path | None = None, latency: float = 0.05, executors: int = 5,
+                goals: int = 32) -> dict[str, Any]:
+    """``goals``: 4 goals made 25 leaves (33 tasks) once atomic judgments stopped splits early;
+    32 are meant to give the 200+ leaves this section is about."""
     root = Path(tempfile.mkdtemp(prefix="bench-claims-", dir=keep))
     try:
-        run = run_swarm(latency, root, goal=GOALS, decomposers=3, scorers=3, executors=executors,
+        run = run_swarm(latency, root, goal=claim_goals(goals), decomposers=3, scorers=3, executors=executors,
                         max_depth=3, max_children=5, timeout=1500)
         if not run.ok:
             return {"ok": False, "error": run.error}
@@ -77,7 +85,7 @@ def claim_races(keep: Path | None = None, latency: float = 0.05, executors: int 
         for c in run.calls:
             if c.kind == "execute" and c.node:
                 by_task[c.node].add(c.agent)
-        return {"ok": True, "executors": executors, "goals": len(GOALS), "makespan_s": round(run.makespan_s, 1),
+        return {"ok": True, "executors": executors, "goals": goals, "makespan_s": round(run.makespan_s, 1),
                 "tasks": sum(1 for n in nodes if n.task is not None),
                 "leaves": sum(1 for n in nodes if n.leaf), "claims": len(claims),
                 "collisions": sum(n.collisions for n in nodes), "claims_lost": len(lost),

@@ -3,7 +3,8 @@
 Sections: overhead (swarm vs the central baseline at each LLM latency, with the critical-path
 breakdown), votes (vote latency in a 10-agent swarm), claims (claim races: 5 executors, 200+
 leaves), core (fold throughput, one incremental update at 10k and 100k events), ollama (one
-queue-modelling fake Ollama server under 8 and 16 closed-loop agents). Noise: repeats and
+queue-modelling fake Ollama server under 8 and 16 closed-loop agents), scale (N agent processes to completion), latejoin (a fresh
+observer joining 3 agents holding 10,000 events: time to an equal digest, bytes pulled). Noise: repeats and
 medians; the machine's load average is recorded with every figure (2 cores, shared)."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any, Callable
 
 from agent.bench.critical import CATEGORIES
 
-SECTIONS = ("overhead", "votes", "claims", "core", "ollama")
+SECTIONS = ("overhead", "votes", "claims", "core", "ollama", "latejoin", "scale")
 
 
 def _ollama(log: Callable[[str], None]) -> dict[str, Any]:
@@ -109,13 +110,13 @@ def table(res: dict[str, Any]) -> str:
     if co:
         lines.append("## Core (one process)")
         lines.append("")
-        lines.append("| events | nodes | decode+verify /s | apply /s | derive from scratch ms | one update (apply + "
+        lines.append("| events | nodes | arrival | decode+verify /s | apply /s | derive from scratch ms | one update (apply + "
                      "incremental derive) ms p50 / p95 | full re-derive per update (before) ms |")
-        lines.append("|---|---|---|---|---|---|---|")
+        lines.append("|---|---|---|---|---|---|---|---|")
         for n, r in co.items():
             if not isinstance(r, dict):
                 continue
-            lines.append(f"| {r['events']} | {r['nodes']} | {r['decode_verify_per_s']:,} | {r['apply_per_s']:,} | "
+            lines.append(f"| {r['events']} | {r['nodes']} | {r.get('arrival', '-')} | {r['decode_verify_per_s']:,} | {r['apply_per_s']:,} | "
                          f"{r['derive_from_scratch_ms']} | {r['update_incremental_ms_p50']} / "
                          f"{r['update_incremental_ms_p95']} | {r['update_full_rederive_ms_p50']} |")
         lines.append("")
@@ -131,11 +132,36 @@ def table(res: dict[str, Any]) -> str:
                 lines.append(f"| {r['agents']} | {r['timeout']:.0f} | {_fmt(r['p50'])} | {_fmt(r['p95'])} | {r['ok']} | "
                              f"{r['failed']} | {r['wasted']} | {r['abandoned']} |")
         lines.append("")
+    lj = res.get("latejoin")
+    if lj:
+        lines.append(f"## Late join: a fresh observer joins {lj.get('peers')} agents holding {lj.get('events')} events "
+                     f"({lj.get('store_bytes', 0) / 1e6:.1f} MB of log)")
+        lines.append("ids = ids before bodies; pages = whole pages (the earlier sync); medians of runs")
+        lines.append("")
+        lines.append("| sync | s to equal digest | MB in | copies of the log | events pulled | requests | runs (failed) | load |")
+        lines.append("|---|---|---|---|---|---|---|---|")
+        for mode in ("ids", "pages"):
+            r = lj.get(mode)
+            if not r:
+                continue
+            loads = [x["load"][0] for x in lj["runs"] if x["mode"] == mode]
+            lines.append(f"| {mode} | {r['seconds']} | {r['bytes_in'] / 1e6:.2f} | {r['copies']} | {r['pulled']} | "
+                         f"{r['requests']} | {r['ok']} ({r['failed']}) | {min(loads):.1f}-{max(loads):.1f} |")
+        lines.append("")
+    sc = res.get("scale")
+    if sc:
+        from agent.bench.scale import table as scale_table
+
+        lines.append("## Scale: N agent processes, one goal (depth 2, <= 3 children, scripted LLM 0.5 s)")
+        lines.append("")
+        lines += scale_table(sc)
+        lines.append("")
     return "\n".join(lines)
 
 
 def main(sections: list[str], latencies: list[float], repeats: int, out: Path, core_sizes: list[int],
-         keep: Path | None = None) -> dict[str, Any]:
+         keep: Path | None = None, latejoin_events: int = 10_000,
+         scale_sizes: list[int] | None = None) -> dict[str, Any]:
     from agent.logging import configure_logging
 
     configure_logging("json", "error")
@@ -160,6 +186,23 @@ def main(sections: list[str], latencies: list[float], repeats: int, out: Path, c
     if "ollama" in sections:
         log("ollama under load")
         res["ollama"] = {**_ollama(log), "load": overhead.load()}
+    if "latejoin" in sections:
+        from agent.bench import latejoin
+
+        log(f"late join: {latejoin_events} events, 3 peers, {repeats} repeats")
+        res["latejoin"] = latejoin.run(latejoin_events, 3, repeats, log=log, keep=keep)
+    if "scale" in sections:
+        import tempfile
+
+        from agent.bench import scale
+
+        sizes = scale_sizes or [10, 20, 30]
+        log(f"scale: {sizes} agent processes")
+        if keep is not None:
+            res["scale"] = scale.main(sizes, keep)
+        else:
+            with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+                res["scale"] = scale.main(sizes, Path(tmp))
     res["load_end"] = [round(x, 2) for x in os.getloadavg()]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=1))

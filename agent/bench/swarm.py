@@ -97,6 +97,7 @@ async def _drive(children: list[Child], root: Path, goal: Any, cfg: DemoConfig, 
         swarm="demo", data_dir=root / "client", listen_host="127.0.0.1", listen_port=0,
         peers=[c.addr for c in children], mdns=False, scorers=cfg.scorers, max_depth=cfg.max_depth,
         max_children=cfg.max_children, max_rounds=cfg.max_rounds, log_level="warning",
+        key=cfg.swarm_key, key_file=None,  # every demo swarm is private (DemoConfig.swarm_key)
     )
     rt = open_runtime(settings, "submitter")
     agents = [c for c in children if c.role != "observer"]

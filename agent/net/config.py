@@ -44,6 +44,9 @@ class NetConfig:
     sync_interval: float = 10.0          # anti-entropy period
     sync_timeout: float = 10.0           # one sync request, client side
     sync_page: int = 200                 # events per sync page
+    sync_ids: bool = True                # pull ids before bodies (False: whole pages, as v1)
+    sync_id_page: int = 5000             # ids per page (ids before bodies)
+    sync_get_batch: int = 500            # events asked per request (ids before bodies)
     muxer: Literal["MPLEX", "YAMUX"] = "MPLEX"  # Mplex: lower latency measured here
     swarm_key: bytes | None = field(default=None, repr=False)  # 32 bytes: private network
     dht: bool = False                    # Kademlia rendezvous: find members beyond the LAN

@@ -100,7 +100,8 @@ class Network:
             protocol=self.sync_protocol, intake=self._intake,
             connected=lambda: self._peers.connected, on_foreign=self._peers.mark_foreign,
             page=config.sync_page, timeout=config.sync_timeout,
-            interval=config.sync_interval, log=self._log)
+            interval=config.sync_interval, log=self._log, knows=knows, ids=config.sync_ids,
+            id_page=config.sync_id_page, get_batch=config.sync_get_batch)
         self._server = SyncServer(protocol=self.sync_protocol, store=store,
                                   limits=config.sync_limits, knows=knows, log=self._log)
         self._gossip = GossipChannel(peer_id=self._peer_id, topic=self.topic,

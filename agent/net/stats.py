@@ -38,6 +38,12 @@ class SyncClientStats(_Snapshot):
     refused: int = 0    # ... of which the server refused with an error reply
     pulled: int = 0     # events received through sync
     new: int = 0        # ... that were new to us
+    ids: int = 0        # event ids received (ids-before-bodies sync)
+    skipped: int = 0    # ... of events we already knew: their bodies were not asked for
+    missing: int = 0    # events a peer listed but did not hold when asked
+    lied: int = 0       # bodies whose id was not the one asked (not taken)
+    bytes_in: int = 0   # encoded responses received
+    bytes_out: int = 0  # encoded requests sent
 
 
 @dataclass

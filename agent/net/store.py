@@ -1,8 +1,13 @@
 """Append-only event log on disk: one canonical signed event per line (JSON lines).
 
 Crash safety:
-- every append is written at the known end of the log with ``pwrite`` and ``fsync``ed before
-  it counts (measured here: about 0.15 ms per append+fsync, so no batching);
+- every append is written at the known end of the log with ``pwrite``; ``append(raw)`` is
+  ``fsync``ed before it returns. ``append(raw, durable=False)`` (events received from peers)
+  leaves the fsync to the next ``flush()`` or durable append: one fsync of the file makes
+  every earlier write durable, so a batch of received events costs one fsync, not one each
+  (measured on this machine under load: 4.5 ms per fsync, 45 s for a 10,000-event join).
+  ``durable`` is how many events are on disk for sure; the owner flushes before anything
+  depends on the rest (see agent/runtime.py: our own events, "has" answers, sync serving);
 - a failed append (ENOSPC, EIO, ...) is rolled back (truncate to the previous end), so what
   is there stays loadable, and is reported as :class:`StoreError`;
 - on open, a torn tail (a last line without its newline, or unparseable lines after the last
@@ -11,7 +16,9 @@ Crash safety:
 
 The store does not verify events: only what the runtime accepted is appended. Positions
 (``read_from``/``__len__``) count the good lines in append order, which is what the sync
-protocol serves.
+protocol serves. It also knows each line's event id (``ids_from``, ``get``: what the sync
+protocol's ids-before-bodies requests ask), indexed on first use: the id of a stored,
+canonical line is computed from its bytes (``raw_event_id``) without verifying it again.
 
 ``epoch`` is a random id kept in a sidecar file (``<log>.epoch``) made together with the
 log. A peer syncing from us remembers (epoch, cursor); a wiped or recreated log gets a new
@@ -21,6 +28,7 @@ epoch, which tells that peer to start again from 0.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import secrets
 from array import array
@@ -30,7 +38,22 @@ from typing import Any
 import orjson
 import structlog
 
-__all__ = ["EventStore", "StoreError"]
+__all__ = ["EventStore", "StoreError", "raw_event_id"]
+
+
+def raw_event_id(raw: bytes | str) -> str | None:
+    """The id of a canonical signed event line (sha256 of its canonical bytes without "sig",
+    as agent.core.events defines it), without verifying anything; None if it is not a JSON
+    object with a signature. For a line that is not canonical the result is not its id:
+    only use it on lines the runtime stored, or to compare with an id already known."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict) or "sig" not in obj:
+        return None
+    del obj["sig"]
+    return hashlib.sha256(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 class StoreError(Exception):
@@ -56,6 +79,9 @@ class EventStore:
         self._ends = array("q")
         self._size = 0  # byte length of the good part of the file
         self._needs_truncate = False  # a failed write/truncate may have left junk past _size
+        self._durable = 0  # events known to be on disk (fsync'd)
+        self._ids: list[str] | None = None  # event id per position, built on first use
+        self._pos: dict[str, int] = {}  # event id -> position
         self._fd: int | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -149,6 +175,7 @@ class EventStore:
                     bad_before.append(start)
         file_size = os.fstat(fd).st_size
         self._size = good_end
+        self._durable = len(self._starts)
         if file_size > good_end:
             self.torn += 1
             self._log.warning(
@@ -169,8 +196,12 @@ class EventStore:
         """Every complete event line, in append order (without the newline)."""
         return self.read_from(0, len(self))
 
-    def append(self, raw: bytes) -> int:
-        """Write one event durably; returns the new length. Raises StoreError on I/O errors."""
+    def append(self, raw: bytes, *, durable: bool = True, event_id: str | None = None) -> int:
+        """Write one event; returns the new length. With ``durable`` (the default) it is on
+        disk when this returns, and so is every earlier append; otherwise it is written but
+        its fsync waits for the next ``flush()`` or durable append. ``event_id``: its id if
+        the caller knows it (saves computing it for the id index). Raises StoreError on I/O
+        errors."""
         if not raw or b"\n" in raw or b"\r" in raw:
             raise ValueError("an event line must be non-empty canonical JSON without newlines")
         fd = self._require_fd()
@@ -186,7 +217,7 @@ class EventStore:
                 if n <= 0:
                     raise OSError(errno.EIO, "write returned 0")
                 written += n
-            if self._fsync:
+            if durable and self._fsync:
                 os.fsync(fd)
         except OSError as exc:
             self._rollback(fd, start)
@@ -196,7 +227,69 @@ class EventStore:
         self._starts.append(start)
         self._ends.append(start + len(data))
         self._size = start + len(data)
+        if durable:
+            self._durable = len(self._starts)
+        if self._ids is not None:
+            eid = event_id or raw_event_id(raw) or f"?{len(self._ids)}"
+            self._pos.setdefault(eid, len(self._ids))
+            self._ids.append(eid)
         return len(self._starts)
+
+    def flush(self) -> None:
+        """Make every append so far durable (one fsync). Raises StoreError if the disk
+        refuses: the events stay written but not known durable, and a later flush retries."""
+        n = len(self._starts)
+        if self._durable >= n:
+            return
+        fd = self._require_fd()
+        if self._fsync:
+            try:
+                os.fsync(fd)
+            except OSError as exc:
+                raise StoreError(f"cannot flush event log {self.path}: {_describe(exc)}") from exc
+        self._durable = n
+
+    @property
+    def durable(self) -> int:
+        """How many events (from the start) are on disk for sure."""
+        return self._durable
+
+    @property
+    def dirty(self) -> bool:
+        return self._durable < len(self._starts)
+
+    # ------------------------------------------------------------------ ids
+    def _index(self) -> list[str]:
+        if self._ids is None:
+            ids: list[str] = []
+            pos: dict[str, int] = {}
+            step = 4096
+            for start in range(0, len(self._starts), step):
+                for raw in self.read_from(start, step):
+                    eid = raw_event_id(raw) or f"?{len(ids)}"  # "?": no id, never asked for
+                    pos.setdefault(eid, len(ids))
+                    ids.append(eid)
+            self._ids, self._pos = ids, pos
+        return self._ids
+
+    def ids_from(self, pos: int, limit: int) -> list[str]:
+        """Event ids at positions [pos, pos+limit), in append order."""
+        ids = self._index()
+        pos = max(0, int(pos))
+        return ids[pos:pos + max(0, int(limit))]
+
+    def position(self, event_id: str) -> int | None:
+        self._index()
+        return self._pos.get(event_id)
+
+    def get(self, event_ids: list[str]) -> list[bytes | None]:
+        """The stored lines of these events (None for one not stored), in the order asked."""
+        self._index()
+        out: list[bytes | None] = []
+        for eid in event_ids:
+            p = self._pos.get(eid)
+            out.append(None if p is None else self.read_from(p, 1)[0])
+        return out
 
     def _rollback(self, fd: int, size: int) -> None:
         try:
@@ -234,7 +327,13 @@ class EventStore:
         return self._size
 
     def close(self) -> None:
+        """Flush (best effort: a disk that refuses now loses only what peers can resend)
+        and close."""
         if self._fd is not None:
+            try:
+                self.flush()
+            except StoreError as exc:
+                self._log.error("store.flush_on_close_failed", path=str(self.path), error=str(exc))
             fd, self._fd = self._fd, None
             os.close(fd)
 

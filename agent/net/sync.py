@@ -1,9 +1,29 @@
-"""Sync: pull a peer's event log in pages over a libp2p request/response protocol.
+"""Sync: pull a peer's event log over a libp2p request/response protocol, ids before bodies.
 
-Request  {"epoch": <str|null>, "cursor": int, "limit": int}
-Response {"epoch": str, "events": [str, ...], "next": int, "total": int}
-or, to ask whether a peer stored given events (`submit` confirms its goal this way):
-Request  {"has": [<event id>, ...]}      Response {"has": [bool, ...]}
+Requests (JSON, one request and one response per stream):
+
+    {"epoch": <str|null>, "cursor": int, "limit": int, "ids": int}
+        -> {"epoch": str, "ids": <base64>, "start": int, "next": int, "total": int}
+    {"get": <base64>}
+        -> {"events": [str | null, ...]}
+    {"epoch": <str|null>, "cursor": int, "limit": int}
+        -> {"epoch": str, "events": [str, ...], "next": int, "total": int}
+    {"has": [<event id>, ...]}
+        -> {"has": [bool, ...]}
+
+The first pulls the event ids (32 bytes each, concatenated, base64) of a page of the peer's
+log, positions [start, next), at most ``ids`` of them (``limit`` is what a server of the first
+version, which ignores ``ids``, serves instead: that many whole events); the requester asks by ``get`` only for the events it does not
+know yet, and the server answers with their stored lines in the order asked (null for one it
+does not hold; possibly fewer than asked, never none, to stay under ``MAX_PAGE_BYTES``: the
+requester asks again for the rest). What gossip already delivered thus costs 32 bytes (its
+id), not the event, and is never decoded or verified twice.
+
+The third is the first version's whole page (events, not ids); the fourth asks whether a peer
+stored given events (how `submit` confirms its goal). Compatibility without a new protocol
+id: a server of the first version ignores ``"ids"`` and answers a whole page, which the
+requester takes as such (and keeps asking that peer for whole pages); an old requester never
+sends ``ids`` or ``get``. Both versions serve the same positions of the same log.
 
 A request the server will not answer gets an error reply instead of a reset stream:
 Response {"error": {"code": "bad_request" | "busy" | "unavailable", "message": str}}
@@ -12,18 +32,26 @@ which the client raises as :class:`SyncRefused` (the message says what was wrong
 Framing (one request and one response per stream, as libp2p's request/response helper):
 an unsigned-varint length, then the JSON bytes.
 
-The server only reads its store. A page starts at ``cursor`` unless the requester named
+The server only reads its store, and flushes it first (received events are fsynced in
+batches): what it serves or confirms is on its disk, so a crash can never take back a
+position a peer holds a cursor past. A page starts at ``cursor`` unless the requester named
 another epoch (the log was wiped/recreated) or a cursor past the end; then it starts at 0.
-The requester can tell where a page starts (``next - len(events)``) and keeps a per-peer
-(epoch, cursor) in memory. Because a peer's store holds only what it accepted, in acceptance
-order, pulling it in order delivers dependencies before dependents.
+The requester can tell where a page starts (``start``, or ``next - len(events)`` in a whole
+page) and keeps a per-peer (epoch, cursor) in memory. Because a peer's store holds only what
+it accepted, in acceptance order, pulling it in order delivers dependencies before dependents.
 
-Pages are capped by count (``MAX_PAGE``) and by encoded bytes (``MAX_PAGE_BYTES``), far
-below the library's 10 MiB response limit (events are at most 64 KiB each).
+Pages are capped by count (``MAX_PAGE`` events, ``MAX_ID_PAGE`` ids, ``MAX_GET`` asked) and
+by encoded bytes (``MAX_PAGE_BYTES``, 256 KiB). Not the library's 10 MiB response limit: over
+py-libp2p's Mplex, measured here, a response of 426,742 or 429,268 bytes arrived cut at
+415,749 bytes (the stream's close overtook its last frames); 256 KiB responses arrived whole.
+A requester still accepts up to 4 MiB (+ JSON) from a server of the first version, whose
+cap that was.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,14 +60,21 @@ import orjson
 from .store import EventStore
 
 __all__ = [
-    "DEFAULT_PAGE", "MAX_PAGE", "MAX_PAGE_BYTES", "OrjsonCodec", "PeerCursor", "SyncProtocolError",
-    "SyncRefused", "build_page", "check_has_response", "check_response", "decode_request",
-    "error_reply", "parse_has_request", "parse_request", "sync_protocol_id",
+    "DEFAULT_PAGE", "MAX_GET", "MAX_ID_PAGE", "MAX_PAGE", "MAX_PAGE_BYTES", "OLD_MAX_PAGE_BYTES",
+    "OrjsonCodec",
+    "PeerCursor", "SyncProtocolError", "SyncRefused", "build_get", "build_page",
+    "check_get_response", "check_has_response", "check_id_response", "check_response",
+    "decode_request", "error_reply", "pack_ids", "parse_has_request", "parse_request",
+    "sync_protocol_id", "unpack_ids",
 ]
 
 DEFAULT_PAGE = 200
 MAX_PAGE = 1000
-MAX_PAGE_BYTES = 4 * 1024 * 1024  # encoded; the response limit is 10 MiB
+MAX_ID_PAGE = 6000  # ids per page: 188 KiB of ids, 250 KiB as base64 (< MAX_PAGE_BYTES)
+MAX_GET = 1500  # events asked per get request: its base64 (64,000 chars) fits a 64 KiB request
+MAX_PAGE_BYTES = 256 * 1024  # encoded response (see above: larger ones were cut over Mplex)
+OLD_MAX_PAGE_BYTES = 4 * 1024 * 1024  # what a server of the first version may send
+ID_BYTES = 32
 
 
 def sync_protocol_id(swarm: str) -> str:
@@ -114,7 +149,26 @@ def parse_request(req: Any) -> tuple[str | None, int, int]:
         raise SyncProtocolError("'epoch' must be a short string or null")
     cursor = _int(req, "cursor", 0, 2**53)
     limit = _int(req, "limit", 1, 2**31)
+    if "ids" in req:
+        return epoch, cursor, min(_int(req, "ids", 1, 2**31), MAX_ID_PAGE)
     return epoch, cursor, min(limit, MAX_PAGE)
+
+
+def pack_ids(ids: list[str]) -> str:
+    """Event ids (64 hex digits each) as one base64 string of their concatenated bytes."""
+    return base64.b64encode(b"".join(bytes.fromhex(i) for i in ids)).decode()
+
+
+def unpack_ids(text: Any, max_n: int) -> list[str]:
+    if not isinstance(text, str) or len(text) > 4 * (max_n * ID_BYTES + 2) // 3 + 4:
+        raise SyncProtocolError(f"ids must be a base64 string of at most {max_n} ids")
+    try:
+        blob = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise SyncProtocolError("ids are not base64") from None
+    if len(blob) % ID_BYTES or len(blob) // ID_BYTES > max_n:
+        raise SyncProtocolError(f"ids must be whole {ID_BYTES}-byte ids, at most {max_n}")
+    return [blob[i:i + ID_BYTES].hex() for i in range(0, len(blob), ID_BYTES)]
 
 
 MAX_HAS = 256
@@ -140,13 +194,18 @@ def check_has_response(resp: Any, n: int) -> list[bool]:
 
 
 def build_page(store: EventStore, req: Any) -> dict[str, Any]:
-    """The server side: one page of our log. Raises SyncProtocolError for a bad request,
-    StoreError if our log cannot be read."""
+    """The server side: one page of our log (its events, or with ``"ids": n`` their ids).
+    Raises SyncProtocolError for a bad request, StoreError if our log cannot be read."""
     epoch, cursor, limit = parse_request(req)
     total = len(store)
     start = cursor
     if (epoch is not None and epoch != store.epoch) or cursor > total:
         start = 0
+    if "ids" in req:
+        ids = store.ids_from(start, limit)
+        known = [i for i in ids if len(i) == 64]  # a line without an id is never asked for
+        return {"epoch": store.epoch, "ids": pack_ids(known), "start": start,
+                "next": start + len(ids), "total": total}
     events: list[str] = []
     size = 0
     for raw in store.read_from(start, limit):
@@ -160,6 +219,56 @@ def build_page(store: EventStore, req: Any) -> dict[str, Any]:
         events.append(text)
         size += cost
     return {"epoch": store.epoch, "events": events, "next": start + len(events), "total": total}
+
+
+def build_get(store: EventStore, req: Any) -> dict[str, Any]:
+    """The server side of ``get``: the stored lines of the events asked, in order (null for
+    one we do not hold), as many as fit in MAX_PAGE_BYTES (at least one)."""
+    ids = unpack_ids(req.get("get"), MAX_GET)
+    if not ids:
+        raise SyncProtocolError("'get' asks for no event")
+    events: list[str | None] = []
+    size = 0
+    for raw in store.get(ids):
+        if raw is None:
+            events.append(None)
+            size += 5
+            continue
+        text = raw.decode("utf-8", "replace")  # the requester's checks reject a mangled one
+        cost = len(orjson.dumps(text)) + 1
+        if events and size + cost > MAX_PAGE_BYTES:
+            break
+        events.append(text)
+        size += cost
+    return {"events": events}
+
+
+def check_get_response(resp: Any, asked: int) -> list[str | None]:
+    """The client side of ``get``: 1..asked entries, each an event line or null."""
+    _raise_if_error(resp)
+    events = resp.get("events") if isinstance(resp, dict) else None
+    if not isinstance(events, list) or not 1 <= len(events) <= asked \
+            or not all(e is None or isinstance(e, str) for e in events):
+        raise SyncProtocolError(f"'get' response must list 1..{asked} events or nulls")
+    return events
+
+
+def check_id_response(resp: Any) -> tuple[str, list[str], int, int, int]:
+    """The client side of an ids page: (epoch, ids, start, next, total)."""
+    _raise_if_error(resp)
+    if not isinstance(resp, dict):
+        raise SyncProtocolError("response must be a JSON object")
+    epoch = resp.get("epoch")
+    if not isinstance(epoch, str) or not epoch or len(epoch) > 64:
+        raise SyncProtocolError("'epoch' must be a non-empty short string")
+    ids = unpack_ids(resp.get("ids"), MAX_ID_PAGE)
+    start = _int(resp, "start", 0, 2**53)
+    nxt = _int(resp, "next", 0, 2**53)
+    total = _int(resp, "total", 0, 2**53)
+    if not start <= nxt <= total or len(ids) > nxt - start:
+        raise SyncProtocolError(f"inconsistent ids page: start={start} next={nxt} "
+                                f"ids={len(ids)} total={total}")
+    return epoch, ids, start, nxt, total
 
 
 def check_response(resp: Any) -> tuple[str, list[str], int, int]:
@@ -191,3 +300,4 @@ class PeerCursor:
     new: int = 0  # of which were new to us
     pages: int = 0  # pages received, all syncs
     resets: int = 0  # times the peer's log changed under us (new epoch / shorter log)
+    old: bool = False  # the peer answered an ids request with a whole page (first version)

@@ -1,5 +1,16 @@
 """The pulling side of sync: per-peer cursors, paging, anti-entropy, and reports of who answered.
 
+Ids before bodies (agent.net.sync): a page of a peer's log comes as event ids; only the ids we
+do not know (``knows``: stored, pending or held) are asked for, and an id another pull is
+already fetching (several peers are pulled at once, and hold mostly the same events) is left
+to it: that pull's batch is awaited, and whatever it did not bring is asked of this peer.
+So a late joiner takes about one copy of the log however many peers it pulls, and
+anti-entropy costs 32 bytes per event gossip already delivered. A body is taken only if its
+id is the one asked (a peer that lies about ids is counted and logged; nothing it sent
+under a wrong id is ingested). A peer of the first version answers the ids request with a
+whole page: it is pulled in whole pages from then on. Without ``knows`` (or with
+``ids=False``) every peer is pulled in whole pages.
+
 A late joiner is only as good as the peers that answer it: ``sync_all()`` returns a
 :class:`SyncReport` saying how many peers were asked and how many answered, so a caller
 (``observe --once``) never mistakes "nobody answered" for "there is nothing".
@@ -24,15 +35,19 @@ from agent import metrics
 
 from .intake import Intake
 from .stats import SyncClientStats
+from .store import raw_event_id
 from .sync import (
-    MAX_PAGE_BYTES, OrjsonCodec, PeerCursor, SyncProtocolError, SyncRefused,
-    check_has_response, check_response,
+    MAX_GET, MAX_ID_PAGE, OLD_MAX_PAGE_BYTES, OrjsonCodec, PeerCursor, SyncProtocolError,
+    SyncRefused, check_get_response, check_has_response, check_id_response, check_response,
+    pack_ids,
 )
 
 __all__ = ["PeerSync", "SyncClient", "SyncReport"]
 
 NEW_PEER_ATTEMPTS = 4
-MAX_RESPONSE_BYTES = MAX_PAGE_BYTES + 64 * 1024
+MAX_RESPONSE_BYTES = OLD_MAX_PAGE_BYTES + 64 * 1024  # a server of the first version
+ID_PAGE = 5000  # ids asked per page (213 KiB as base64)
+GET_BATCH = 500  # events asked per get request (the server sends fewer if over 256 KiB)
 
 
 @dataclass(frozen=True)
@@ -72,9 +87,16 @@ class SyncReport:
 class SyncClient:
     def __init__(self, *, protocol: str, intake: Intake, connected: Callable[[], list[str]],
                  on_foreign: Callable[[str], None], page: int = 200, timeout: float = 10.0,
-                 interval: float = 10.0, log: Any = None) -> None:
+                 interval: float = 10.0, log: Any = None,
+                 knows: Callable[[str], bool] | None = None, ids: bool = True,
+                 id_page: int = ID_PAGE, get_batch: int = GET_BATCH) -> None:
         self.protocol = protocol
         self._intake = intake
+        self._knows = knows
+        self._use_ids = ids and knows is not None
+        self._id_page = max(1, min(int(id_page), MAX_ID_PAGE))
+        self._get_batch = max(1, min(int(get_batch), MAX_GET))
+        self._inflight: dict[str, trio.Event] = {}  # event id -> set when its fetch ended
         self._connected = connected
         self._on_foreign = on_foreign
         self._page = max(1, int(page))
@@ -176,7 +198,8 @@ class SyncClient:
             raise _Unreachable(f"not a peer id: {peer!r}") from None
         self._stats.requests += 1
         try:
-            resp = await rr.send_request(pid, [self.protocol], req, OrjsonCodec(), self._cfg)
+            resp = await rr.send_request(pid, [self.protocol], req, _CountingCodec(self._stats),
+                                         self._cfg)
         except ProtocolNotSupportedError:
             self._failed("error")
             self._on_foreign(peer)
@@ -201,26 +224,38 @@ class SyncClient:
 
     async def _pull(self, peer: str) -> PeerSync:
         cur = self.cursors.setdefault(peer, PeerCursor())
-        new = pulled = pages = 0
+        tally = _Tally()
+        pages = 0
         t0 = time.monotonic()
         while True:
-            req = {"epoch": cur.epoch, "cursor": cur.cursor, "limit": self._page}
+            by_ids = self._use_ids and not cur.old
+            req: dict[str, Any] = {"epoch": cur.epoch, "cursor": cur.cursor, "limit": self._page}
+            if by_ids:  # a first-version server ignores "ids": it sends `limit` whole events
+                req["ids"] = self._id_page
             try:
-                epoch, events, nxt, total = check_response(await self._request(peer, req))
+                resp = await self._request(peer, req)
+                if by_ids and isinstance(resp, dict) and "events" in resp and "ids" not in resp:
+                    cur.old, by_ids = True, False  # a first-version peer: it sent a whole page
+                    self._log.info("net.sync_peer_sends_pages", peer=peer)
+                if by_ids:
+                    epoch, ids, start, nxt, total = check_id_response(resp)
+                    events: list[str] = []
+                else:
+                    epoch, events, nxt, total = check_response(resp)
+                    ids, start = [], nxt - len(events)
             except _Unreachable as exc:
                 self._log.debug("net.sync_failed", peer=peer, error=str(exc))
-                return PeerSync(peer, False, new, pulled, str(exc))
+                return tally.result(peer, False, str(exc))
             except SyncProtocolError as exc:  # a refusal or a malformed page
                 self._failed("error")
                 if isinstance(exc, SyncRefused):
                     self._stats.refused += 1
                 self._log.info("net.sync_refused_by_peer" if isinstance(exc, SyncRefused)
                                else "net.sync_bad_response", peer=peer, error=str(exc)[:300])
-                return PeerSync(peer, False, new, pulled, str(exc)[:300])
+                return tally.result(peer, False, str(exc)[:300])
             self._answered()
             pages += 1
             cur.pages += 1
-            start = nxt - len(events)
             same_log = epoch == cur.epoch and cur.cursor <= total
             expected = cur.cursor if same_log else 0
             if not same_log and cur.epoch is not None:
@@ -230,30 +265,177 @@ class SyncClient:
             if start != expected:  # served from our stale cursor: start again from 0
                 cur.epoch, cur.cursor = epoch, 0
                 if pages > 3:
-                    return PeerSync(peer, False, new, pulled, "the peer's log keeps changing")
+                    return tally.result(peer, False, "the peer's log keeps changing")
                 continue
+            if not same_log:  # a new log, served from 0: our cursor starts there too
+                cur.cursor, cur.total = 0, total
             cur.epoch = epoch
-            for text in events:
-                is_new = await self._intake(text.encode("utf-8"), f"sync:{peer}")
-                if is_new is None:  # the runtime failed (e.g. disk full): retry this page later
-                    cur.cursor = start
-                    return PeerSync(peer, False, new, pulled, "could not store what it sent")
-                pulled += 1
-                cur.pulled += 1
-                self._stats.pulled += 1
-                if is_new:
-                    new += 1
-                    cur.new += 1
-                    self._stats.new += 1
-                    metrics.SYNC_EVENTS_PULLED.inc()
+            if by_ids:
+                why = await self._fetch_unknown(peer, ids, tally, cur)
+            else:
+                why = await self._ingest_all(peer, [e.encode("utf-8") for e in events], tally, cur)
+            if why is not None:  # the runtime failed (e.g. disk full): retry this page later
+                cur.cursor = start
+                return tally.result(peer, False, why)
             cur.cursor, cur.total = nxt, total
-            if not events or nxt >= total:
+            if nxt >= total or nxt == start:
                 break
-        if pulled:
-            self._log.info("net.synced", peer=peer, pulled=pulled, new=new, pages=pages,
-                           cursor=cur.cursor, total=cur.total,
+        if tally.pulled or tally.ids:
+            self._log.info("net.synced", peer=peer, pulled=tally.pulled, new=tally.new,
+                           ids=tally.ids, pages=pages, cursor=cur.cursor, total=cur.total,
                            seconds=round(time.monotonic() - t0, 3))
-        return PeerSync(peer, True, new, pulled)
+        return tally.result(peer, True)
+
+    async def _ingest_all(self, peer: str, raws: list[bytes], tally: "_Tally",
+                          cur: PeerCursor) -> str | None:
+        """Feed events to the intake in order; a reason if the runtime could not take one."""
+        source = f"sync:{peer}"
+        for raw in raws:
+            is_new = await self._intake(raw, source)
+            if is_new is None:
+                return "could not store what it sent"
+            tally.pulled += 1
+            cur.pulled += 1
+            self._stats.pulled += 1
+            if is_new:
+                tally.new += 1
+                cur.new += 1
+                self._stats.new += 1
+                metrics.SYNC_EVENTS_PULLED.inc()
+        return None
+
+    async def _fetch_unknown(self, peer: str, ids: list[str], tally: "_Tally",
+                             cur: PeerCursor) -> str | None:
+        """Ask this peer for the events of ``ids`` we do not know and no other pull is
+        fetching; then wait for those other pulls and ask for what they did not bring."""
+        assert self._knows is not None
+        knows = self._knows
+        tally.ids += len(ids)
+        self._stats.ids += len(ids)
+        unknown = [i for i in dict.fromkeys(ids) if not knows(i)]
+        self._stats.skipped += len(ids) - len(unknown)
+        mine = [i for i in unknown if i not in self._inflight]
+        theirs = {self._inflight[i] for i in unknown if i in self._inflight}
+        why = await self._fetch(peer, mine, tally, cur)
+        if why is not None or not theirs:
+            return why
+        with trio.move_on_after(2 * self._cfg.timeout):
+            for done in theirs:
+                await done.wait()
+        rest = [i for i in unknown if not knows(i)]
+        return await self._fetch(peer, rest, tally, cur) if rest else None
+
+    async def _fetch(self, peer: str, ids: list[str], tally: "_Tally",
+                     cur: PeerCursor) -> str | None:
+        """Ask this peer for these events, in batches, and ingest them in order. Pipelined:
+        the next batch is asked for while this one is ingested (verifying signatures is
+        the joiner's bottleneck; the peer's reading and sending overlap it)."""
+        if not ids:
+            return None
+        batches = [ids[i:i + self._get_batch] for i in range(0, len(ids), self._get_batch)]
+        marks = [trio.Event() for _ in batches]
+        for batch, done in zip(batches, marks):  # all at once: no other pull asks for them
+            for i in batch:
+                self._inflight.setdefault(i, done)
+        why: str | None = None
+        send, recv = trio.open_memory_channel[Any](1)  # one response ahead of the ingest
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._get_batches, peer, batches, send)
+                async with recv:
+                    async for item in recv:
+                        if isinstance(item, str):
+                            why = item
+                            break
+                        k, raws, complete = item
+                        why = await self._ingest_all(peer, raws, tally, cur)
+                        if why is not None:
+                            break
+                        if complete:
+                            self._release(marks[k], batches[k])
+                    nursery.cancel_scope.cancel()
+        finally:
+            for asked, done in zip(batches, marks):
+                self._release(done, asked)
+        return why
+
+    async def _get_batches(self, peer: str, batches: list[list[str]],
+                           send: trio.MemorySendChannel[Any]) -> None:
+        """Request each batch (again for the rest if the peer sent fewer), and send on
+        (batch index, the bodies that are what was asked, whether the batch is complete),
+        or a reason string if the peer failed."""
+        async with send:
+            try:
+                for k, asked in enumerate(batches):
+                    batch = asked
+                    while batch:
+                        try:
+                            got = check_get_response(
+                                await self._request(peer, {"get": pack_ids(batch)}), len(batch))
+                        except _Unreachable as exc:
+                            await send.send(str(exc))
+                            return
+                        except SyncProtocolError as exc:
+                            self._failed("error")
+                            self._log.info("net.sync_bad_response", peer=peer,
+                                           error=str(exc)[:300])
+                            await send.send(str(exc)[:300])
+                            return
+                        self._answered()
+                        raws: list[bytes] = []
+                        for want, text in zip(batch, got):
+                            if text is None:  # listed but not held: another peer's gain
+                                self._stats.missing += 1
+                                continue
+                            raw = text.encode("utf-8")
+                            if raw_event_id(raw) != want:
+                                self._stats.lied += 1
+                                self._log.warning("net.sync_wrong_event", peer=peer, asked=want,
+                                                  detail="the peer sent another event than "
+                                                         "the id it listed; not taken")
+                                continue
+                            raws.append(raw)
+                        batch = batch[len(got):]
+                        await send.send((k, raws, not batch))
+            except trio.BrokenResourceError:  # the ingest stopped (it failed): nothing to do
+                return
+
+    def _release(self, done: trio.Event, ids: list[str]) -> None:
+        if done.is_set():
+            return
+        done.set()
+        inflight = self._inflight
+        for i in ids:
+            if inflight.get(i) is done:
+                del inflight[i]
+
+
+@dataclass
+class _Tally:
+    """What one ``sync_from`` got."""
+
+    pulled: int = 0
+    new: int = 0
+    ids: int = 0
+
+    def result(self, peer: str, answered: bool, error: str = "") -> PeerSync:
+        return PeerSync(peer, answered, self.new, self.pulled, error)
+
+
+class _CountingCodec(OrjsonCodec):
+    """Counts the encoded bytes of our requests and of the responses we decode."""
+
+    def __init__(self, stats: SyncClientStats) -> None:
+        self._stats = stats
+
+    def encode_request(self, request: Any) -> bytes:
+        data = super().encode_request(request)
+        self._stats.bytes_out += len(data)
+        return data
+
+    def decode_response(self, payload: bytes) -> Any:
+        self._stats.bytes_in += len(payload)
+        return super().decode_response(payload)
 
 
 class _Unreachable(Exception):

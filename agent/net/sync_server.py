@@ -30,7 +30,7 @@ from agent.errlog import RepeatedErrorLog
 from .stats import SyncServerStats, bump
 from .store import EventStore, StoreError
 from .sync import (
-    MAX_PAGE_BYTES, SyncProtocolError, build_page, decode_request, error_reply,
+    MAX_PAGE_BYTES, SyncProtocolError, build_get, build_page, decode_request, error_reply,
     parse_has_request,
 )
 
@@ -147,11 +147,17 @@ class SyncServer:
             self._store_errors.succeeded()
 
     def answer(self, request: Any) -> dict[str, Any]:
-        """The response to one decoded request. SyncProtocolError if it is bad."""
+        """The response to one decoded request. SyncProtocolError if it is bad, StoreError
+        if our log cannot be read or flushed."""
+        # what we serve or confirm must be on our disk: received events are fsynced in
+        # batches, and a crash must not take back a position a peer's cursor went past
+        self._store.flush()
         if isinstance(request, dict) and "has" in request:
             ids = parse_has_request(request)
             knows = self._knows or (lambda _id: False)
             return {"has": [bool(knows(i)) for i in ids]}
+        if isinstance(request, dict) and "get" in request:
+            return build_get(self._store, request)
         return build_page(self._store, request)
 
     def _count_refusal(self, reason: str) -> None:

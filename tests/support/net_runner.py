@@ -93,6 +93,9 @@ class MiniRuntime:
             self.on_new(ev, source)
         return True
 
+    def knows(self, event_id: str) -> bool:
+        return event_id in self.ids
+
     async def publish(self, net: Network, ev: Event) -> None:
         await self.ingest(ev.raw, "local")
         await net.publish(ev.raw)
@@ -113,7 +116,7 @@ class Node:
         self.net = self.make_net()
 
     def make_net(self, **override: Any) -> Network:
-        kw = {"ingest": self.rt.ingest, **self.net_kw, **override}
+        kw = {"ingest": self.rt.ingest, "knows": self.rt.knows, **self.net_kw, **override}
         return make_network(self.identity, self.store, self.swarm, **kw)
 
     @property
