@@ -320,12 +320,15 @@ class ChaosRun:
         self.published: dict[str, set[str]] = {}  # agent -> ids it logged as published
 
     # -------------------------------------------------------------- set-up
-    async def start(self, title: str, ready_timeout: float = 120) -> str:
+    async def start(self, title: str, ready: list[str] | None = None, ready_timeout: float = 120) -> str:
+        """Start the driver, wait until the agents (or those named in ``ready``) announced
+        themselves, post the goal."""
         from swarm_harness import wait_ready
 
         await self.driver.start(self.nursery)
         self.nursery.start_soon(self.watch.follow, lambda: self.driver.rt)
-        await wait_ready(self.driver.rt, self.sw.children, ready_timeout)
+        await wait_ready(self.driver.rt, [c for c in self.sw.children if ready is None or c.name in ready],
+                         ready_timeout)
         self.goal_id = self.watch.goal_id = await self.driver.post_goal(title)
         return self.goal_id
 
@@ -383,6 +386,9 @@ class ChaosRun:
         events, _ = decode_all(complete_lines(self.read_store(name)))
         missing = ids - {e.id for e in events}
         assert not missing, f"{name} published {len(missing)} events its store does not hold"
+
+    async def until(self, pred: Callable[[], Any], timeout: float, what: str) -> Any:
+        return await until(pred, timeout, what, self.diagnose)
 
     async def until_log(self, name: str, pred: Callable[[list[dict]], Any], timeout: float,
                         what: str) -> Any:
