@@ -25,6 +25,7 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -161,6 +162,15 @@ class Watch:
             self.update(rt)
             await rt.wait_change(0.25)
 
+    def snapshot(self, rt: Any) -> dict[str, Any]:
+        """What a watcher process reports (WatcherRun reads it back)."""
+        tree = rt.tree()
+        root = tree.node(self.goal_id) if self.goal_id else None
+        return {"goal": self.goal_id, "done": self.done_at is not None, "events": len(rt.plan),
+                "decided": [n.id for n in root.walk() if n.decided is not None] if root else [],
+                "states": {k: v for k, v in tree.counts().items() if v},
+                "counted": self.counted, "changes": self.changes, "peers": len(rt.net.connected)}
+
 
 class DriverRun:
     """The test's own runtime (it posts the goal and watches), stoppable and restartable from
@@ -195,6 +205,14 @@ class DriverRun:
         self._scope.cancel()
         await self._stopped.wait()
         rt.store.close()
+
+    async def follow(self, watch: Watch) -> None:
+        await watch.follow(lambda: self.rt)
+
+    async def until_ready(self, children: list[Any], timeout: float) -> None:
+        from swarm_harness import wait_ready
+
+        await wait_ready(self.rt, children, timeout)
 
     async def post_goal(self, title: str) -> str:
         from agent.app import plan_params
@@ -307,10 +325,10 @@ class ChaosRun:
                 await run.finish()
     """
 
-    def __init__(self, sw: Any, nursery: trio.Nursery, scenario: str) -> None:
+    def __init__(self, sw: Any, nursery: trio.Nursery, scenario: str, driver: Any = None) -> None:
         self.sw = sw
         self.nursery = nursery
-        self.driver = DriverRun(sw, sw.root / "driver")
+        self.driver = driver or DriverRun(sw, sw.root / "driver")
         self.watch = Watch()
         self.rec = Recovery(scenario)
         self.goal_id = ""
@@ -323,12 +341,10 @@ class ChaosRun:
     async def start(self, title: str, ready: list[str] | None = None, ready_timeout: float = 120) -> str:
         """Start the driver, wait until the agents (or those named in ``ready``) announced
         themselves, post the goal."""
-        from swarm_harness import wait_ready
-
         await self.driver.start(self.nursery)
-        self.nursery.start_soon(self.watch.follow, lambda: self.driver.rt)
-        await wait_ready(self.driver.rt, [c for c in self.sw.children if ready is None or c.name in ready],
-                         ready_timeout)
+        self.nursery.start_soon(self.driver.follow, self.watch)
+        await self.driver.until_ready([c for c in self.sw.children if ready is None or c.name in ready],
+                                      ready_timeout)
         self.goal_id = self.watch.goal_id = await self.driver.post_goal(title)
         return self.goal_id
 
@@ -339,6 +355,11 @@ class ChaosRun:
 
     def tree(self) -> Any:
         return self.driver.rt.tree()
+
+    @property
+    def snapshot(self) -> dict[str, Any]:
+        """The watcher process's latest report (a WatcherRun driver)."""
+        return self.driver.latest
 
     def records(self, name: str) -> list[dict]:
         return self.tails[name].read()
@@ -567,8 +588,208 @@ class SmallDisk:
         return self._in("cat", f"{self.dir}/{name}").stdout
 
 
+# ---------------------------------------------------------------------- swarms in namespaces
+AGENT_PORT = 4001
+
+
+class NetnsSwarm:
+    """LocalSwarm's agents, each in its own network namespace on ``bridge_hosts`` (one more
+    host runs the watcher): what a LocalSwarm offers ChaosRun (children, child, log_text,
+    kill, restart, root), with static peers on 10.77.x.i:4001 and no mDNS."""
+
+    def __init__(self, root: Path, net: Any, **kw: Any) -> None:
+        from swarm_harness import LocalSwarm
+
+        self.local = LocalSwarm(root, **kw)  # its config, children (names, keys, dirs), env
+        self.root = root
+        self.net = net
+        self.children = self.local.children
+        self.cfg = self.local.cfg
+        self.hosts = {c.name: net.hosts[i] for i, c in enumerate(self.children)}
+        assert len(net.hosts) > len(self.children), "one host for the watcher"
+        self.watcher_host = net.hosts[len(self.children)]
+
+    def addr(self, c: Any) -> str:
+        return f"/ip4/{self.hosts[c.name].ip}/tcp/{AGENT_PORT}/p2p/{c.peer_id}"
+
+    def __enter__(self) -> "NetnsSwarm":
+        for c in self.children:
+            self.start_child(c)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from agent.demo import stop
+
+        stop(self.children)
+
+    def start_child(self, c: Any) -> None:
+        from agent.demo import child_env
+
+        idx = int(c.name.rsplit("-", 1)[1]) - 1
+        env = {**child_env(self.cfg, c, self.children, idx),
+               "SWARM_LISTEN_HOST": self.hosts[c.name].ip, "SWARM_LISTEN_PORT": str(AGENT_PORT),
+               "SWARM_PEERS": ",".join(self.addr(o) for o in self.children if o is not c),
+               "SWARM_WEB_PORT": "0", **self.local.agent_env.get(c.name, {})}
+        with open(self.root / "logs" / f"{c.name}.log", "ab") as fh:
+            c.proc = self.net.popen(self.hosts[c.name].ns, [sys.executable, "-m", "agent", "run"],
+                                    env=env, stdout=fh, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL)
+
+    def child(self, name: str) -> Any:
+        return self.local.child(name)
+
+    def log_text(self, name: str) -> str:
+        return self.local.log_text(name)
+
+    def kill(self, name: str) -> None:
+        self.local.kill(name)
+
+    def restart(self, name: str) -> None:
+        self.start_child(self.child(name))
+
+    def watcher(self) -> "WatcherRun":
+        return WatcherRun(self, self.root / "driver")
+
+
+class WatcherRun:
+    """The driver as a process in the watcher's namespace (``python tests/support/chaos.py
+    watch``): it waits for the agents, posts the goal and reports Watch snapshots as JSON
+    lines; ChaosRun uses it like a DriverRun (``rt`` is None: use ``ChaosRun.snapshot``)."""
+
+    rt = None
+
+    def __init__(self, sw: NetnsSwarm, data_dir: Path) -> None:
+        self.sw = sw
+        self.data_dir = data_dir
+        self.out = sw.root / "watcher.jsonl"
+        self.proc: subprocess.Popen | None = None
+        self.latest: dict[str, Any] = {}
+        self._tail = LogTail(self.out)
+        self._ready: list[Any] = []
+        self._title = ""
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        pass  # started by post_goal, which knows the title and whom to wait for
+
+    async def until_ready(self, children: list[Any], timeout: float) -> None:
+        self._ready = [c for c in children if c.role != "observer"]  # observers never announce
+        self._timeout = timeout
+
+    async def post_goal(self, title: str) -> str:
+        sw = self.sw
+        argv = [sys.executable, str(Path(__file__).resolve()), "watch", "--data", str(self.data_dir),
+                "--out", str(self.out), "--title", title, "--key", sw.cfg.swarm_key,
+                "--peers", ",".join(sw.addr(c) for c in sw.children),
+                "--ready", ",".join(c.peer_id for c in self._ready),
+                "--electorate", ",".join(c.peer_id for c in sw.children if c.role == "scorer"),
+                "--ready-timeout", str(self._timeout),
+                "--plan", json.dumps({"scorers": sw.cfg.scorers, "max_depth": sw.cfg.max_depth,
+                                      "max_children": sw.cfg.max_children,
+                                      "max_rounds": sw.cfg.max_rounds})]
+        with open(sw.root / "logs" / "watcher.log", "ab") as fh:
+            self.proc = sw.net.popen(sw.watcher_host.ns, argv, stdout=fh, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(
+                                         Path(__file__).resolve().parents[2])})
+        log = self.sw.root / "logs" / "watcher.log"
+        got = await until(lambda: self._poll().get("goal") or (self.proc.poll() is not None and "exit"),
+                          self._timeout + 30, "the watcher to post the goal",
+                          lambda: log.read_text(errors="replace")[-3000:])
+        assert got != "exit", log.read_text(errors="replace")[-3000:]
+        return got
+
+    def _poll(self) -> dict[str, Any]:
+        recs = self._tail.read()
+        if recs:
+            self.latest = recs[-1]
+        return self.latest
+
+    async def follow(self, watch: Watch) -> None:
+        while True:
+            snap = self._poll()
+            if snap:
+                watch.counted = dict(snap.get("counted", {}))
+                watch.changes = list(snap.get("changes", []))
+                if snap.get("done") and watch.done_at is None:
+                    watch.done_at = time.monotonic()
+            await trio.sleep(0.2)
+
+    async def stop(self) -> None:
+        assert self.proc is not None
+        self.proc.terminate()
+        with trio.fail_after(20):
+            while self.proc.poll() is None:
+                await trio.sleep(0.1)
+        assert self.proc.returncode == 0, f"the watcher exited with {self.proc.returncode}"
+
+
+async def _watch_main(args: Any) -> None:
+    """The watcher process: a runtime that waits for the agents, posts the goal, and writes a
+    Watch snapshot line whenever its log grows; SIGTERM stops it."""
+    import signal as _signal
+
+    from agent.app import plan_params
+    from agent.logging import configure_logging
+    from agent.runtime import open_runtime
+    from agent.settings import load_settings
+
+    configure_logging("json", "info")
+    plan = json.loads(args.plan)
+    settings = load_settings(swarm="demo", listen_host="0.0.0.0", listen_port=0, mdns=False,
+                             peers=args.peers.split(","), sync_interval=2, reconnect_interval=1,
+                             key=args.key, key_file=None, **plan)
+    rt = open_runtime(settings, "submitter", data_dir=Path(args.data))
+    watch = Watch()
+    out = open(args.out, "ab")
+
+    def emit(obj: dict[str, Any]) -> None:
+        out.write(orjson.dumps({**obj, "t": time.time()}) + b"\n")
+        out.flush()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(rt.run)
+
+        async def until_signal() -> None:
+            with trio.open_signal_receiver(_signal.SIGTERM, _signal.SIGINT) as signals:
+                async for _ in signals:
+                    nursery.cancel_scope.cancel()
+                    return
+
+        nursery.start_soon(until_signal)
+        want = [p for p in args.ready.split(",") if p]
+        with trio.fail_after(float(args.ready_timeout)):
+            while not all(rt.plan.roles.get(p) for p in want):
+                await trio.sleep(0.2)
+        goal = await rt.publish(Goal(title=args.title, params=plan_params(settings, args.electorate.split(","))))
+        watch.goal_id = goal.id
+        last = None
+        while True:
+            watch.update(rt)
+            snap = watch.snapshot(rt)
+            if snap != last:
+                emit(snap)
+                last = snap
+            await rt.wait_change(0.5)
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="chaos.py")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("watch")
+    for opt in ("--data", "--out", "--title", "--key", "--peers", "--ready", "--electorate",
+                "--plan", "--ready-timeout"):
+        w.add_argument(opt, required=True)
+    args = ap.parse_args(argv)
+    trio.run(_watch_main, args)
+
+
 __all__ = [
-    "CRASH_MARKERS", "DriverRun", "LATENCY", "Recovery", "SmallDisk", "Watch", "complete_lines",
+    "AGENT_PORT", "CRASH_MARKERS", "ChaosRun", "DriverRun", "NetnsSwarm", "WatcherRun", "LATENCY", "Recovery", "SmallDisk", "Watch", "complete_lines",
     "counted_history", "counted_now", "crash_lines", "decode_all", "fold", "in_flight",
     "log_records", "published_ids", "summarize", "until",
 ]
+
+
+if __name__ == "__main__":
+    main()
