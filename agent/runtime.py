@@ -25,6 +25,7 @@ from agent.core.reasons import Reason, Rejected
 from agent.core.tree import NodeState, Tree, derive
 from agent.eventlog import EventLog
 from agent.logdedup import RepeatedErrors
+from agent.net.errlog import RepeatedErrorLog
 from agent.settings import Settings
 
 
@@ -79,6 +80,10 @@ class Runtime:
         self._unsaved: list[bytes] = []  # received events the disk refused: retried
         self._outbox: list[Event] = []  # our own events waiting to be stored, then published
         self._errors = RepeatedErrors(self.log)
+        # a peer may send thousands of bad events: one line per (reason, source), then a
+        # periodic summary with the count (every one is counted in swarm_events_rejected)
+        self._rejects = RepeatedErrorLog(self.log, "event rejected", level="warning", field="reason")
+        self._expired = RepeatedErrorLog(self.log, "waiting event refused", level="warning", field="reason")
         self._listeners: list[Callable[[], None]] = []
         self._changed = trio.Event()
         self._tree: Tree | None = None
@@ -147,9 +152,13 @@ class Runtime:
         if offer.status is Status.REJECTED:
             assert offer.reason is not None
             metrics.EVENTS_REJECTED.labels(reason=offer.reason.value).inc()
-            level = self.log.debug if offer.reason is Reason.DUPLICATE else self.log.warning
-            level("event rejected", reason=offer.reason.value, detail=offer.detail[:200], source=source,
-                  event_id=ev.id if ev else None)
+            if offer.reason is Reason.DUPLICATE:
+                self.log.debug("event rejected", reason=offer.reason.value, detail=offer.detail[:200],
+                               source=source, event_id=ev.id if ev else None)
+            else:
+                self._rejects.failed(offer.reason.value, key=f"{offer.reason.value}:{source}",
+                                     detail=offer.detail[:200], source=source,
+                                     event_id=ev.id if ev else None)
             return False
         if offer.status is Status.HELD:
             metrics.EVENTS_HELD.inc()
@@ -165,7 +174,8 @@ class Runtime:
             self.net_meter.delivered(source.startswith("sync:"), now - ev.hlc.wall, now)
         for e, exc in offer.dropped:
             metrics.EVENTS_REJECTED.labels(reason=exc.reason.value).inc()
-            self.log.warning("waiting event refused", event_id=e.id, reason=exc.reason.value, detail=exc.detail)
+            self._expired.failed(exc.reason.value, key=f"{exc.reason.value}:{e.author}",
+                                 detail=exc.detail[:200], event_id=e.id)
         for e in offer.accepted:
             self._unsaved.append(e.raw)
             metrics.EVENTS.labels(type=e.type).inc()

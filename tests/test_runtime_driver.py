@@ -115,6 +115,27 @@ async def test_bad_input_is_refused_counted_and_never_stored(tmp_path):
     assert [orjson.loads(r)["body"]["type"] for r in stored] == ["goal", "proposal"]
 
 
+async def test_a_flood_of_bad_events_is_counted_each_but_logged_once_per_reason_and_source(tmp_path):
+    """A member sending thousands of bad events must not write a warning line each (the
+    chaos suite's hostile peer did: 10,000 lines per agent); every one is still counted."""
+    from structlog.testing import capture_logs
+
+    rt = make_rt(tmp_path)
+    g = goal(ident("u"))
+    assert await rt.ingest(g.raw, "peer")
+    before = {r: rejected(r) for r in ("malformed", "clock_drift")}
+    with capture_logs() as logs:
+        for i in range(200):
+            assert not await rt.ingest(b"{garbage %d" % i, "hostile")
+            future = sign_event(ident("h"), Timestamp(rt.now_ms() + 3_600_000, i), Hello(role="scorer", name=f"f{i}"))
+            assert not await rt.ingest(future.raw, "hostile")
+        assert not await rt.ingest(b"{garbage", "sync:other")  # another source: its own line
+    assert rejected("malformed") == before["malformed"] + 201
+    assert rejected("clock_drift") == before["clock_drift"] + 200
+    lines = [(x["reason"], x["source"]) for x in logs if x["event"] == "event rejected" and x["log_level"] == "warning"]
+    assert sorted(lines) == [("clock_drift", "hostile"), ("malformed", "hostile"), ("malformed", "sync:other")]
+
+
 async def test_restart_reloads_everything_and_keeps_identity(tmp_path):
     rt = make_rt(tmp_path, disk=True)
     g = goal(ident("u"))
