@@ -39,11 +39,9 @@ async def test_kill_executor_holding_a_claim(tmp_path):
         async with trio.open_nursery() as nursery:
             run = ChaosRun(sw, nursery, "SIGKILL executor holding a claim")
             await run.start(GOAL)
-            calls = await run.until_log("executor-1", lambda r: in_flight(r, "execute") or in_flight(r, "synthesize"),
-                                        180, "an execute call in flight")
-            node = calls[0]["node_id"]
-            n = run.tree().node(node)
-            assert n is not None and n.holder is not None and n.holder.author == run.peer("executor-1")
+            me = run.peer("executor-1")
+            node = await run.until(lambda: working_on_held_task(run, "executor-1", me), 180,
+                                   "executor-1 working on a task the driver sees it hold")
             run.kill("executor-1")
             run.rec.fault_end = time.monotonic()
             await run.until_done()
@@ -97,12 +95,11 @@ async def test_sigstop_executor_past_its_lease(tmp_path):
         async with trio.open_nursery() as nursery:
             run = ChaosRun(sw, nursery, "SIGSTOP executor past its lease, SIGCONT")
             await run.start(GOAL)
-            calls = await run.until_log("executor-1", lambda r: in_flight(r, "execute") or in_flight(r, "synthesize"),
-                                        180, "an execute call in flight")
-            node = calls[0]["node_id"]
+            me = run.peer("executor-1")
+            node = await run.until(lambda: working_on_held_task(run, "executor-1", me), 180,
+                                   "executor-1 working on a task the driver sees it hold")
             sw.signal("executor-1", signal.SIGSTOP)
             t_stop = time.monotonic()
-            me = run.peer("executor-1")
             paused = [r["event_id"] for r in run.records("executor-1") if r.get("event") == "published"
                       and r.get("type") == "claim" and r.get("node_id") == node][-1]
 
@@ -222,6 +219,17 @@ async def test_data_dir_fills_up_then_frees(tmp_path):
                 assert 1 <= len(errors) <= 4, errors  # logged once (per kind), not once a second
                 assert decided
                 nursery.cancel_scope.cancel()
+
+
+def working_on_held_task(run: ChaosRun, name: str, peer: str) -> str | None:
+    """A task the agent's log shows an LLM call in flight for, and the driver already sees it
+    hold (its view lags the agent's by a gossip hop): the node id, or None."""
+    recs = run.records(name)
+    for call in in_flight(recs, "execute") + in_flight(recs, "synthesize"):
+        n = run.tree().node(call["node_id"])
+        if n is not None and n.holder is not None and n.holder.author == peer:
+            return call["node_id"]
+    return None
 
 
 async def until_decided(run: ChaosRun, goal: str, more: int = 0) -> list[str]:
