@@ -98,6 +98,24 @@ def test_build_page_caps_bytes(tmp_path):
 
 
 # ---------------------------------------------------------------------- over the network
+async def test_fresh_peer_pulls_a_log_of_large_events(tmp_path):
+    """Pages stay readable: 400 goals with 2,000-character descriptions (~2.4 KiB each, as
+    large as a real model's results get: up to 8,000 characters). With pages capped at 4 MiB a
+    default page of 200 such events (~480 KiB) could not be read: py-libp2p's reader gives up
+    after 101 reads, of one ~4 KiB mplex frame each, so the peer never caught up."""
+    evs = [sign_event(ident(f"big{i % 5}"), Timestamp(T0 + i, 0),
+                      Goal(title=f"t{i}", description="x" * 2000, params=params()))
+           for i in range(400)]
+    b = Node("b", tmp_path, sync_interval=3600)
+    _fill(b.store, evs)
+    c = Node("c", tmp_path, sync_interval=3600)
+    async with running(b.net):
+        c.net = c.make_net(peers=[b.addr])
+        async with running(c.net):
+            await wait_for(lambda: len(c.rt.order) == 400, 30, "400 large events at C")
+    assert c.rt.order == [e.id for e in evs]
+
+
 async def test_fresh_peer_pulls_500_events_in_pages_in_order(tmp_path):
     evs = history(500)
     b = Node("b", tmp_path, sync_interval=3600)

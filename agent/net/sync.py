@@ -18,8 +18,12 @@ The requester can tell where a page starts (``next - len(events)``) and keeps a 
 (epoch, cursor) in memory. Because a peer's store holds only what it accepted, in acceptance
 order, pulling it in order delivers dependencies before dependents.
 
-Pages are capped by count (``MAX_PAGE``) and by encoded bytes (``MAX_PAGE_BYTES``), far
-below the library's 10 MiB response limit (events are at most 64 KiB each).
+Pages are capped by count (``MAX_PAGE``) and by encoded bytes (``MAX_PAGE_BYTES``). The byte
+cap is set by what a client can read, not by the library's 10 MiB response limit: py-libp2p's
+``read_exactly`` gives up after 101 reads, and over mplex a read returns at most one ~4 KiB
+frame, so a response over ~406 KiB always fails with IncompleteReadError (measured: a 600 KiB
+page fails at 415,749 bytes, every time; the 4 MiB cap this had made a log of large events
+unsyncable). A page holds at least one event (at most 64 KiB, ~128 KiB encoded).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ __all__ = [
 
 DEFAULT_PAGE = 200
 MAX_PAGE = 1000
-MAX_PAGE_BYTES = 4 * 1024 * 1024  # encoded; the response limit is 10 MiB
+MAX_PAGE_BYTES = 256 * 1024  # encoded; a client cannot read a response over ~406 KiB (module doc)
 
 
 def sync_protocol_id(swarm: str) -> str:
