@@ -250,3 +250,41 @@ async def test_failing_ingest_stops_that_sync_but_not_the_network(tmp_path):
             # the failed page is pulled again on the next sync; nothing is skipped
             assert (await c.net.sync_from(b.net.peer_id)).new == 5
             assert c.rt.order == [e.id for e in evs]
+
+
+async def test_a_peer_that_always_has_more_cannot_hold_a_sync_forever(tmp_path, monkeypatch):
+    """A hostile server answers every page request with one junk event and "there is more"
+    (total 2**40): one sync pulls at most MAX_PAGES_PER_PULL pages and returns (sync_all, and
+    with it anti-entropy from every peer, used to wait for it forever)."""
+    from libp2p.io.msgio import VarIntLengthMsgReadWriter
+
+    from agent.net import sync_client
+    from agent.net.sync import sync_protocol_id
+
+    monkeypatch.setattr(sync_client, "MAX_PAGES_PER_PULL", 20)
+    served = []
+
+    async def endless(stream):
+        rw = VarIntLengthMsgReadWriter(stream, max_msg_size=1 << 20)
+        req = orjson.loads(await rw.read_msg())
+        cursor = int(req.get("cursor") or 0)
+        served.append(cursor)
+        await rw.write_msg(orjson.dumps({"epoch": "e", "events": ['{"junk": 1}'], "next": cursor + 1,
+                                         "total": 2**40}))
+        await stream.close()
+
+    b = Node("b", tmp_path, sync_interval=3600)
+    c = Node("c", tmp_path, sync_interval=3600)
+    async with running(b.net):
+        b.net._host.set_stream_handler(sync_protocol_id("test"), endless)
+        c.net = c.make_net(peers=[b.addr])
+        async with running(c.net):
+            await wait_for(lambda: b.net.peer_id in c.net.connected, 10, "C connected to B")
+            with trio.fail_after(20):
+                report = await c.net.sync_all()
+            n = len(served)
+            with trio.fail_after(20):
+                await c.net.sync_all()  # goes on from its cursor
+    assert report.peers_answered == 1 and len(served) - n <= 20
+    assert served[n] == served[n - 1] + 1  # resumed where it stopped
+    assert c.rt.rejected and not c.rt.order  # the junk was refused, nothing accepted

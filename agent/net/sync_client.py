@@ -32,6 +32,10 @@ from .sync import (
 __all__ = ["PeerSync", "SyncClient", "SyncReport"]
 
 NEW_PEER_ATTEMPTS = 4
+# pages pulled from one peer in one sync (200 events each by default): the rest waits for the
+# next sync, from the same cursor. A peer that always claims more (total 2**40) would otherwise
+# keep a sync_all, and with it anti-entropy from every peer, waiting forever.
+MAX_PAGES_PER_PULL = 100
 MAX_RESPONSE_BYTES = MAX_PAGE_BYTES + 64 * 1024
 
 
@@ -248,6 +252,10 @@ class SyncClient:
                     metrics.SYNC_EVENTS_PULLED.inc()
             cur.cursor, cur.total = nxt, total
             if not events or nxt >= total:
+                break
+            if pages >= MAX_PAGES_PER_PULL:
+                self._log.info("net.sync_paused", peer=peer, pages=pages, cursor=cur.cursor,
+                               total=total, detail="the rest on the next sync")
                 break
         if pulled:
             self._log.info("net.synced", peer=peer, pulled=pulled, new=new, pages=pages,
