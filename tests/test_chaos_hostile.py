@@ -64,7 +64,8 @@ class Hostile:
         self.sync_proto = sync_protocol_id("demo")
         self.host: Any = None
         self.pages_served = 0
-        self.max_pages = 24  # maximum-size pages it serves in all (each costs ~4 MiB of parsing)
+        self.max_pages = 24  # maximum-size pages it serves in all (then "busy")
+        self.pages_written = 0  # of which were written out whole
         self.seq = time.time_ns()
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -196,6 +197,7 @@ class Hostile:
                 return
             self.pages_served += 1  # before the first await: concurrent requests see it
             await rw.write_msg(orjson.dumps(junk_page(cursor)))
+            self.pages_written += 1
             await stream.close()
         except (StreamError, Exception):
             await stream.reset()
@@ -373,7 +375,7 @@ async def test_hostile_member_floods_gossip_and_abuses_sync(tmp_path):
                 except Exception:
                     pass
             run.rec.fault_end = time.monotonic()
-            run.rec.notes.update(attack_s=round(run.rec.fault_end - t0, 1), junk_pages_served=h.pages_served,
+            run.rec.notes.update(attack_s=round(run.rec.fault_end - t0, 1), junk_pages_served=h.pages_served, junk_pages_written=h.pages_written,
                                  idle_streams_open=len(idle), unsent=h.unsent, **sync_report, **phases,
                                  plan_done_during_attack=run.watch.done_at is not None)
             after = await scrape(agents)
@@ -409,6 +411,8 @@ async def test_hostile_member_floods_gossip_and_abuses_sync(tmp_path):
     assert sync_report["bad_answered"] == sync_report["bad"], sync_report
     assert h.unsent <= 16 and sync_report["bad"] >= 100, (h.unsent, sync_report)  # most got through
     assert sync_report["pages"] == sync_report.get("pages_asked"), sync_report
+    # the agents did sync from it (every connected peer is pulled): its junk pages went out
+    assert h.pages_written >= 1, (h.pages_served, h.pages_written)
     # repeated errors are summarized, not logged one line each (issue 9, item 3)
     warnings = {c.name: Counter((r.get("event"), r.get("reason") or r.get("logger"))
                                 for r in run.records(c.name) if r.get("level") in ("warning", "error"))
