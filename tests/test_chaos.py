@@ -10,6 +10,8 @@ test_chaos_hostile.py.
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import time
 
@@ -192,6 +194,8 @@ async def test_clock_skew_on_one_agent(tmp_path):
             nursery.cancel_scope.cancel()
 
 
+@pytest.mark.skipif(os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("nsenter")),
+                    reason="a private mount namespace with a tiny tmpfs needs root, unshare and nsenter")
 async def test_data_dir_fills_up_then_frees(tmp_path):
     """One scorer's data dir (a small tmpfs) fills up while the goal is voted on, then frees:
     it holds its own events back while it cannot store them, the others decide, and it
