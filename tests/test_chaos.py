@@ -107,11 +107,14 @@ async def test_sigstop_executor_past_its_lease(tmp_path):
 
             lease_s = float(FAST_ENV["SWARM_LEASE_SECONDS"])
 
-            def lapsed():  # its lease as the others see it (its claim may not have left it)
+            def lapsed():
+                # stopped, it renews nothing: a lease past t_stop + lease_s has lapsed (the
+                # driver's view alone is not enough: a renew sent just before the stop may not
+                # have reached it yet; a run stopped only 1.8 s on that, and its result counted)
+                if time.monotonic() - t_stop <= lease_s + 1:
+                    return False
                 mine = [c.end for c in run.tree().node(node).claims if c.author == me]
-                if mine:
-                    return run.rt.now_ms() > max(mine) + 1000
-                return time.monotonic() - t_stop > lease_s + 1
+                return not mine or run.rt.now_ms() > max(mine) + 1000  # and as the others see it
 
             await run.until(lapsed, 60, "its lease to lapse")
             run.rec.notes["taken_over_while_stopped"] = any(
