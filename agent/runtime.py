@@ -237,11 +237,22 @@ class Runtime:
         """Sign an event of ours and file it; it is stored, then published. If the disk refuses
         it, it waits (in order) and goes out once stored: nothing unstored is ever published,
         so a crash can never leave a vote others saw that we forgot."""
-        ev = self.intake.sign(self.identity, body, self.now_ms())
+        released: list[Event] = []
+        ev = self.intake.sign(self.identity, body, self.now_ms(), released)
         metrics.EVENTS.labels(type=ev.type).inc()
         self._outbox.append(ev)
         self._changed_now()
         await self._flush_outbox()
+        # others' events ours unblocked (parked claims a decision of ours made valid): stored
+        # like any accepted event, after ours. (They were not: such a claim stayed in the fold
+        # but never reached the store, and sync had passed it; found by the chaos suite.)
+        for e in released:
+            self._unsaved.append(e.raw)
+            metrics.EVENTS.labels(type=e.type).inc()
+            self.log.debug("event accepted", event_id=e.id, type=e.type, author=e.author,
+                           node_id=getattr(e.body, "node", None), source="released")
+        if released:
+            self._flush_unsaved()
         return ev
 
     async def _flush_outbox(self) -> None:

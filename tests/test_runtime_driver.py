@@ -136,6 +136,30 @@ async def test_a_flood_of_bad_events_is_counted_each_but_logged_once_per_reason_
     assert sorted(lines) == [("clock_drift", "hostile"), ("malformed", "hostile"), ("malformed", "sync:other")]
 
 
+async def test_events_our_own_vote_unblocks_are_stored(tmp_path):
+    """A claim that arrived before its node was a task waits (parked); our own precommit then
+    completes the decision and releases it. It must be stored like any accepted event: it was
+    only filed in the fold, and the stored log lacked it for good (sync had passed it), found
+    by the chaos suite's torn-line scenario."""
+    from agent.core.events import Vote
+    from builders import claim, precommit, prevote
+
+    rt = make_rt(tmp_path, role="scorer", disk=True)
+    s1 = ident("s1")
+    g = goal(ident("u"), electorate=[rt.me, s1.peer_id, ident("s2").peer_id], max_depth=1)
+    p = proposal(ident("d"), g.id, ["Tokyo", "Kyoto"])
+    early = claim(ident("x"), p.id + "/0", wall=40)
+    for e in (g, p, prevote(s1, g.id, p.id), precommit(s1, g.id, p.id)):
+        assert await rt.ingest(e.raw, "peer")
+    assert not await rt.ingest(early.raw, "peer") and rt.plan.is_pending(early.id)
+    await rt.publish(Vote(node=g.id, round=1, phase="prevote", value=p.id))
+    await rt.publish(Vote(node=g.id, round=1, phase="precommit", value=p.id))
+    assert rt.plan.decided(g.id) == p.id and early.id in rt.plan
+    stored = rt.store.read_from(0, 100)
+    assert early.raw in stored
+    assert stored.index(early.raw) == len(stored) - 1  # after our precommit, which it needed
+
+
 async def test_restart_reloads_everything_and_keeps_identity(tmp_path):
     rt = make_rt(tmp_path, disk=True)
     g = goal(ident("u"))
