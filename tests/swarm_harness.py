@@ -13,7 +13,7 @@ import trio
 
 from agent.core.plan import Plan
 from agent.core.tree import derive
-from agent.demo import Child, DemoConfig, plan_children, start, start_one, stop
+from agent.demo import Child, DemoConfig, child_env, plan_children, stop
 from agent.logfile import read_log
 from agent.runtime import Runtime, open_runtime
 from agent.settings import load_settings
@@ -26,8 +26,13 @@ FAST_ENV = {
 
 
 class LocalSwarm:
+    """``agent_env``: extra settings for single agents by name (e.g. a clock offset for one);
+    ``agent_prefix``: argv to run one agent under (e.g. ``nsenter`` into a mount namespace)."""
+
     def __init__(self, root: Path, **kw) -> None:
         extra = {**FAST_ENV, **kw.pop("extra_env", {})}
+        self.agent_env: dict[str, dict[str, str]] = kw.pop("agent_env", {})
+        self.agent_prefix: dict[str, list[str]] = kw.pop("agent_prefix", {})
         self.cfg = DemoConfig(llm=kw.pop("llm", "scripted"), scripted_latency=kw.pop("scripted_latency", 0.05),
                               extra_env=extra, **kw)
         self.root = root
@@ -35,8 +40,23 @@ class LocalSwarm:
         self.children = plan_children(self.cfg, root)
 
     def __enter__(self) -> "LocalSwarm":
-        start(self.cfg, self.children, self.root / "logs")
+        try:
+            for c in self.children:
+                self.start_child(c)
+        except BaseException:
+            stop(self.children)
+            raise
         return self
+
+    def start_child(self, c: Child) -> None:
+        """Start (or restart) one agent: agent.demo's environment plus its own overrides; its
+        output is appended to logs/<name>.log."""
+        idx = int(c.name.rsplit("-", 1)[1]) - 1
+        env = {**child_env(self.cfg, c, self.children, idx), **self.agent_env.get(c.name, {})}
+        with open(self.root / "logs" / f"{c.name}.log", "ab") as fh:
+            c.proc = subprocess.Popen(
+                [*self.agent_prefix.get(c.name, []), sys.executable, "-m", "agent", "run"], env=env,
+                stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 
     def __exit__(self, *exc) -> None:
         stop(self.children)
@@ -63,22 +83,26 @@ class LocalSwarm:
             self.children.append(c)
             new.append(c)
         for c in new:
-            start_one(self.cfg, c, self.children, self.root / "logs")
+            self.start_child(c)
         return new
 
     def restart(self, name: str) -> None:
-        start_one(self.cfg, self.child(name), self.children, self.root / "logs")
+        self.start_child(self.child(name))
+
+    def signal(self, name: str, sig: int) -> None:
+        os.kill(self.child(name).proc.pid, sig)
 
     def log_text(self, name: str) -> str:
         return (self.root / "logs" / f"{name}.log").read_text(errors="replace")
 
-    def driver(self, peers: list[Child] | None = None) -> Runtime:
+    def driver(self, peers: list[Child] | None = None, data_dir: Path | None = None) -> Runtime:
         s = load_settings(swarm="demo", listen_host="127.0.0.1", listen_port=0, mdns=False,
                           peers=[c.addr for c in (peers or self.children)], scorers=self.cfg.scorers,
                           max_depth=self.cfg.max_depth, max_children=self.cfg.max_children,
                           max_rounds=self.cfg.max_rounds, sync_interval=2, reconnect_interval=1,
                           key=self.cfg.swarm_key, key_file=None)
-        return open_runtime(s, "submitter", data_dir=Path(tempfile.mkdtemp(prefix="driver-", dir=self.root)))
+        data_dir = data_dir or Path(tempfile.mkdtemp(prefix="driver-", dir=self.root))
+        return open_runtime(s, "submitter", data_dir=data_dir)
 
     def env(self, peers: list[Child]) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k != "SWARM_KEY_FILE"}

@@ -243,6 +243,24 @@ async def test_wrong_or_missing_bodies_are_not_taken_and_old_peers_get_pages():
 
 
 # ---------------------------------------------------------------------- over the network
+async def test_fresh_peer_pulls_a_log_of_large_events(tmp_path):
+    """Pages stay readable: 400 goals with 2,000-character descriptions (~2.4 KiB each, as
+    large as a real model's results get: up to 8,000 characters). With pages capped at 4 MiB a
+    default page of 200 such events (~480 KiB) could not be read: py-libp2p's reader gives up
+    after 101 reads, of one ~4 KiB mplex frame each, so the peer never caught up."""
+    evs = [sign_event(ident(f"big{i % 5}"), Timestamp(T0 + i, 0),
+                      Goal(title=f"t{i}", description="x" * 2000, params=params()))
+           for i in range(400)]
+    b = Node("b", tmp_path, sync_interval=3600)
+    _fill(b.store, evs)
+    c = Node("c", tmp_path, sync_interval=3600)
+    async with running(b.net):
+        c.net = c.make_net(peers=[b.addr])
+        async with running(c.net):
+            await wait_for(lambda: len(c.rt.order) == 400, 30, "400 large events at C")
+    assert c.rt.order == [e.id for e in evs]
+
+
 @pytest.mark.parametrize("ids", [True, False], ids=["ids-first", "whole-pages"])
 async def test_fresh_peer_pulls_500_events_in_pages_in_order(tmp_path, ids):
     evs = history(500)
@@ -431,3 +449,41 @@ async def test_large_events_cross_whole(tmp_path, ids):
             await wait_for(lambda: len(c.rt.order) == 150, 20, "150 large events at C")
             assert c.net.stats.sync.failed == 0
             assert c.store.load() == b.store.load()
+
+
+async def test_a_peer_that_always_has_more_cannot_hold_a_sync_forever(tmp_path, monkeypatch):
+    """A hostile server answers every page request with one junk event and "there is more"
+    (total 2**40): one sync pulls at most MAX_PAGES_PER_PULL pages and returns (sync_all, and
+    with it anti-entropy from every peer, used to wait for it forever)."""
+    from libp2p.io.msgio import VarIntLengthMsgReadWriter
+
+    from agent.net import sync_client
+    from agent.net.sync import sync_protocol_id
+
+    monkeypatch.setattr(sync_client, "MAX_PAGES_PER_PULL", 20)
+    served = []
+
+    async def endless(stream):
+        rw = VarIntLengthMsgReadWriter(stream, max_msg_size=1 << 20)
+        req = orjson.loads(await rw.read_msg())
+        cursor = int(req.get("cursor") or 0)
+        served.append(cursor)
+        await rw.write_msg(orjson.dumps({"epoch": "e", "events": ['{"junk": 1}'], "next": cursor + 1,
+                                         "total": 2**40}))
+        await stream.close()
+
+    b = Node("b", tmp_path, sync_interval=3600)
+    c = Node("c", tmp_path, sync_interval=3600)
+    async with running(b.net):
+        b.net._host.set_stream_handler(sync_protocol_id("test"), endless)
+        c.net = c.make_net(peers=[b.addr])
+        async with running(c.net):
+            await wait_for(lambda: b.net.peer_id in c.net.connected, 10, "C connected to B")
+            with trio.fail_after(20):
+                report = await c.net.sync_all()
+            n = len(served)
+            with trio.fail_after(20):
+                await c.net.sync_all()  # goes on from its cursor
+    assert report.peers_answered == 1 and len(served) - n <= 20
+    assert served[n] == served[n - 1] + 1  # resumed where it stopped
+    assert c.rt.rejected and not c.rt.order  # the junk was refused, nothing accepted

@@ -115,6 +115,51 @@ async def test_bad_input_is_refused_counted_and_never_stored(tmp_path):
     assert [orjson.loads(r)["body"]["type"] for r in stored] == ["goal", "proposal"]
 
 
+async def test_a_flood_of_bad_events_is_counted_each_but_logged_once_per_reason_and_source(tmp_path):
+    """A member sending thousands of bad events must not write a warning line each (the
+    chaos suite's hostile peer did: 10,000 lines per agent); every one is still counted."""
+    from structlog.testing import capture_logs
+
+    rt = make_rt(tmp_path)
+    g = goal(ident("u"))
+    assert await rt.ingest(g.raw, "peer")
+    before = {r: rejected(r) for r in ("malformed", "clock_drift")}
+    with capture_logs() as logs:
+        for i in range(200):
+            assert not await rt.ingest(b"{garbage %d" % i, "hostile")
+            future = sign_event(ident("h"), Timestamp(rt.now_ms() + 3_600_000, i), Hello(role="scorer", name=f"f{i}"))
+            assert not await rt.ingest(future.raw, "hostile")
+        assert not await rt.ingest(b"{garbage", "sync:other")  # another source: its own line
+    assert rejected("malformed") == before["malformed"] + 201
+    assert rejected("clock_drift") == before["clock_drift"] + 200
+    lines = [(x["reason"], x["source"]) for x in logs if x["event"] == "event rejected" and x["log_level"] == "warning"]
+    assert sorted(lines) == [("clock_drift", "hostile"), ("malformed", "hostile"), ("malformed", "sync:other")]
+
+
+async def test_events_our_own_vote_unblocks_are_stored(tmp_path):
+    """A claim that arrived before its node was a task waits (parked); our own precommit then
+    completes the decision and releases it. It must be stored like any accepted event: it was
+    only filed in the fold, and the stored log lacked it for good (sync had passed it), found
+    by the chaos suite's torn-line scenario."""
+    from agent.core.events import Vote
+    from builders import claim, precommit, prevote
+
+    rt = make_rt(tmp_path, role="scorer", disk=True)
+    s1 = ident("s1")
+    g = goal(ident("u"), electorate=[rt.me, s1.peer_id, ident("s2").peer_id], max_depth=1)
+    p = proposal(ident("d"), g.id, ["Tokyo", "Kyoto"])
+    early = claim(ident("x"), p.id + "/0", wall=40)
+    for e in (g, p, prevote(s1, g.id, p.id), precommit(s1, g.id, p.id)):
+        assert await rt.ingest(e.raw, "peer")
+    assert not await rt.ingest(early.raw, "peer") and rt.plan.is_pending(early.id)
+    await rt.publish(Vote(node=g.id, round=1, phase="prevote", value=p.id))
+    await rt.publish(Vote(node=g.id, round=1, phase="precommit", value=p.id))
+    assert rt.plan.decided(g.id) == p.id and early.id in rt.plan
+    stored = rt.store.read_from(0, 100)
+    assert early.raw in stored
+    assert stored.index(early.raw) == len(stored) - 1  # after our precommit, which it needed
+
+
 async def test_restart_reloads_everything_and_keeps_identity(tmp_path):
     rt = make_rt(tmp_path, disk=True)
     g = goal(ident("u"))

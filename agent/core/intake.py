@@ -176,11 +176,16 @@ class Intake:
         return min(times) if times else None
 
     # ------------------------------------------------------------------ our own events
-    def sign(self, identity: Identity, body: Any, now: int) -> Event:
+    def sign(self, identity: Identity, body: Any, now: int,
+             released: list[Event] | None = None) -> Event:
         """Stamp and sign an event of ours and file it; raises Rejected if the fold refuses it
-        (a bug: roles only publish what they checked)."""
+        (a bug: roles only publish what they checked). Events of others it unblocked (our
+        precommit completing the decision a parked claim waited for) are accepted too: they
+        are appended to ``released``, for the caller to store like any accepted event."""
         ev = sign_event(identity, self.clock.send(now), body)
         offer = self._apply(ev, now)
+        if released is not None:
+            released.extend(e for e in offer.accepted if e is not ev)
         if offer.status is Status.PENDING:
             self.plan.drop_pending(ev.id)
             self._pending_since.pop(ev.id, None)

@@ -10,7 +10,10 @@ py-libp2p 0.8.1 pitfalls handled here (see shared/notes/libp2p.md):
   counts our own publishes);
 - the Pubsub and GossipSub services start *before* ``host.run`` (crash otherwise):
   ``services(host)`` is entered first, ``run()`` after the host listens;
-- the subscription channel holds 32 messages: a reader task drains it into a large inbox;
+- the subscription channel holds 32 messages and drops the rest with a warning line each
+  (no counter): a flood of messages validated in parallel fills it faster than any reader
+  task drains it (seen in the chaos suite: ~160 drops per agent). ``CountingPubsub`` hands
+  our topic's messages straight to the channel's large inbox instead (``on_message``);
 - a per-peer outbound queue holds 32 RPCs and drops the rest silently: ``publish`` waits
   while a live peer's queue is over half full;
 - pubsub seqnos start at time() in *seconds*: a peer restarted with the same key after
@@ -136,10 +139,22 @@ class CountingPubsub(Pubsub):
     """Pubsub that counts what the library drops silently (module doc)."""
 
     def __init__(self, host: Any, router: Any, *,
-                 on_drop: Callable[[str, str, dict[str, Any]], None], log: Any) -> None:
+                 on_drop: Callable[[str, str, dict[str, Any]], None], log: Any,
+                 topic: str | None = None, on_message: Callable[[Any], None] | None = None) -> None:
         super().__init__(host, router)  # strict_signing=True: we sign, peers must too
         self._on_drop = on_drop
         self._log = log
+        self._topic = topic
+        self._on_message = on_message
+
+    def notify_subscriptions(self, publish_message: Any) -> None:
+        """Our topic's messages go to ``on_message`` (never blocks, never drops silently), not
+        to the library's 32-slot subscription channel (module doc)."""
+        if (self._on_message is not None and self._topic in self.topic_ids
+                and self._topic in publish_message.topicIDs):
+            self._on_message(publish_message)
+            return
+        super().notify_subscriptions(publish_message)
 
     async def stream_handler(self, stream: Any) -> None:
         peer = stream.muxed_conn.peer_id.to_base58()
@@ -188,6 +203,7 @@ class GossipChannel:
         self._running = False
         self._publish_lock = trio.Lock()
         self._stuck: set[Any] = set()  # peers whose outbound queue does not drain
+        self._inbox: trio.MemorySendChannel[tuple[bytes, str]] | None = None
 
     def statistics(self) -> GossipStats:
         return self._stats.snapshot()
@@ -209,7 +225,8 @@ class GossipChannel:
     async def services(self, host: Any) -> AsyncIterator[None]:
         """Create and run Pubsub + GossipSub for ``host``; enter before ``host.run()``."""
         gossipsub = make_gossipsub()
-        pubsub = CountingPubsub(host, gossipsub, on_drop=self._dropped, log=self._log)
+        pubsub = CountingPubsub(host, gossipsub, on_drop=self._dropped, log=self._log,
+                                topic=self.topic, on_message=self._take)
         pubsub.counter = time.time_ns()  # seqno = counter+1; the library seeds it in seconds
         pubsub.set_topic_validator(self.topic, self._validate, False)
         self._pubsub, self._gossipsub = pubsub, gossipsub
@@ -228,10 +245,10 @@ class GossipChannel:
             raise RuntimeError("GossipChannel.run() outside services()")
         with trio.fail_after(READY_TIMEOUT):
             await pubsub.wait_until_ready()
-        sub = await pubsub.subscribe(self.topic)
         inbox_send, inbox_recv = trio.open_memory_channel[tuple[bytes, str]](INBOX_SIZE)
+        self._inbox = inbox_send  # before subscribing: messages arrive through _take
+        await pubsub.subscribe(self.topic)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._read, sub, inbox_send)
             nursery.start_soon(self._deliver, inbox_recv)
             self._running = True
             task_status.started()
@@ -303,24 +320,25 @@ class GossipChannel:
         metrics.GOSSIP_DROPPED.labels(reason=reason).inc()
         self._drops.failed(reason, key=f"{reason}:{peer}", peer=peer, **fields)
 
-    async def _read(self, sub: Any, inbox: trio.MemorySendChannel[tuple[bytes, str]]) -> None:
-        """Drain the library's 32-slot subscription channel promptly into our inbox."""
-        while True:
-            msg = await sub.get()
-            origin = _origin(msg)
-            if origin == self._peer_id:
-                self._stats.own += 1  # the runtime ingested it when it published
-                continue
-            self._stats.received += 1
-            metrics.GOSSIP_RECEIVED.inc()
-            try:
-                inbox.send_nowait((bytes(msg.data), origin))
-            except trio.WouldBlock:
-                self._stats.inbox_overflow += 1
-                self._dropped(INBOX_FULL, origin, {"detail": "the runtime is behind; "
-                                                             "anti-entropy sync recovers it"})
-                if self._on_overflow is not None:
-                    self._on_overflow()
+    def _take(self, msg: Any) -> None:
+        """A validated message of our topic (from CountingPubsub): into our inbox."""
+        origin = _origin(msg)
+        if origin == self._peer_id:
+            self._stats.own += 1  # the runtime ingested it when it published
+            return
+        self._stats.received += 1
+        metrics.GOSSIP_RECEIVED.inc()
+        inbox = self._inbox
+        try:
+            if inbox is None:
+                raise trio.WouldBlock
+            inbox.send_nowait((bytes(msg.data), origin))
+        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+            self._stats.inbox_overflow += 1
+            self._dropped(INBOX_FULL, origin, {"detail": "the runtime is behind; "
+                                                         "anti-entropy sync recovers it"})
+            if self._on_overflow is not None:
+                self._on_overflow()
 
     async def _deliver(self, inbox: trio.MemoryReceiveChannel[tuple[bytes, str]]) -> None:
         async for raw, origin in inbox:

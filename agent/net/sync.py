@@ -41,11 +41,13 @@ page) and keeps a per-peer (epoch, cursor) in memory. Because a peer's store hol
 it accepted, in acceptance order, pulling it in order delivers dependencies before dependents.
 
 Pages are capped by count (``MAX_PAGE`` events, ``MAX_ID_PAGE`` ids, ``MAX_GET`` asked) and
-by encoded bytes (``MAX_PAGE_BYTES``, 256 KiB). Not the library's 10 MiB response limit: over
-py-libp2p's Mplex, measured here, a response of 426,742 or 429,268 bytes arrived cut at
-415,749 bytes (the stream's close overtook its last frames); 256 KiB responses arrived whole.
-A requester still accepts up to 4 MiB (+ JSON) from a server of the first version, whose
-cap that was.
+by encoded bytes (``MAX_PAGE_BYTES``, 256 KiB). The byte cap is set by what a client can read,
+not by the library's 10 MiB response limit: py-libp2p's ``read_exactly`` gives up after 101
+reads, and over mplex a read returns at most one ~4 KiB frame, so a response over ~406 KiB
+always fails (measured: responses of 426,742 and 429,268 bytes, and a 600 KiB page, arrived
+cut at 415,749 bytes; 256 KiB responses arrived whole). A page holds at least one event (at
+most 64 KiB, ~128 KiB encoded). A requester still accepts up to 4 MiB (+ JSON) from a server
+of the first version, whose cap that was.
 """
 
 from __future__ import annotations

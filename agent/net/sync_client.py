@@ -45,6 +45,10 @@ from .sync import (
 __all__ = ["PeerSync", "SyncClient", "SyncReport"]
 
 NEW_PEER_ATTEMPTS = 4
+# pages pulled from one peer in one sync: the rest waits for the next sync, from the same
+# cursor. A peer that always claims more (total 2**40) would otherwise keep a sync_all, and with
+# it anti-entropy from every peer, waiting forever.
+MAX_PAGES_PER_PULL = 100
 MAX_RESPONSE_BYTES = OLD_MAX_PAGE_BYTES + 64 * 1024  # a server of the first version
 ID_PAGE = 5000  # ids asked per page (213 KiB as base64)
 GET_BATCH = 500  # events asked per get request (the server sends fewer if over 256 KiB)
@@ -279,6 +283,10 @@ class SyncClient:
                 return tally.result(peer, False, why)
             cur.cursor, cur.total = nxt, total
             if nxt >= total or nxt == start:
+                break
+            if pages >= MAX_PAGES_PER_PULL:
+                self._log.info("net.sync_paused", peer=peer, pages=pages, cursor=cur.cursor,
+                               total=total, detail="the rest on the next sync")
                 break
         if tally.pulled or tally.ids:
             self._log.info("net.synced", peer=peer, pulled=tally.pulled, new=tally.new,

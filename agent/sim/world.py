@@ -216,8 +216,11 @@ class Simulation:
     # ------------------------------------------------------------------ publishing
     def publish(self, a: SimAgent, body: Any) -> Event:
         now = self.local(a)
-        ev = a.intake.sign(a.identity, body, now)
+        released: list[Event] = []
+        ev = a.intake.sign(a.identity, body, now, released)
         self._stored(a, ev)
+        for e in released:  # others' events ours unblocked: stored too (as the runtime does)
+            self._stored(a, e)
         self.stats.events_published += 1
         self.origin[ev.id] = a.idx
         self.gossip(a, ev.raw)
@@ -637,8 +640,10 @@ class Simulation:
         ev = sign_event(a.identity, hlc, eff.body)
         self.origin[ev.id] = a.idx
         self.stats.events_published += 1
-        if a.intake.offer(ev, "self", now).ok:
-            self._stored(a, ev)
+        offer = a.intake.offer(ev, "self", now)
+        if offer.ok:
+            for e in offer.accepted:  # ours first, then what it unblocked
+                self._stored(a, e)
         self.gossip(a, ev.raw)
 
     def _llm_ms(self, kind: str) -> int:

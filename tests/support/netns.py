@@ -265,3 +265,18 @@ def two_networks(n1: int, n2: int) -> Iterator[TestNet]:
         yield net
     finally:
         net.cleanup()
+
+
+def add_bridge(net: TestNet, name: str) -> None:
+    """Another bridge (up, multicast snooping off) in ``bridge_hosts``' bridge namespace: moving
+    host ports onto it (``move_port``) cuts them off from the hosts left on br0."""
+    br = net.namespaces[0]
+    _ns(br, "ip", "link", "add", name, "type", "bridge", "mcast_snooping", "0")
+    _ns(br, "ip", "link", "set", name, "up")
+
+
+def move_port(net: TestNet, host_index: int, bridge: str) -> None:
+    """Plug one host's cable (its veth end in the bridge namespace) into another bridge: a
+    partition without nft or iptables. The link stays up; frames just go elsewhere."""
+    br = net.namespaces[0]
+    _ns(br, "ip", "link", "set", f"vh{host_index + 1}", "master", bridge)
