@@ -292,7 +292,7 @@ class Runtime:
         # like any accepted event, after ours. (They were not: such a claim stayed in the fold
         # but never reached the store, and sync had passed it; found by the chaos suite.)
         for e in released:
-            self._unsaved.append(e.raw)
+            self._unsaved.append((e.raw, e.id))
             metrics.EVENTS.labels(type=e.type).inc()
             self.log.debug("event accepted", event_id=e.id, type=e.type, author=e.author,
                            node_id=getattr(e.body, "node", None), source="released")
