@@ -218,6 +218,9 @@ if __name__ == "__main__":
     import sys
     import tempfile
 
+    from agent.logging import configure_logging
+
+    configure_logging("console", "error")
     sizes = [int(x) for x in (sys.argv[1] if len(sys.argv) > 1 else "10,20,30").split(",")]
     with tempfile.TemporaryDirectory(prefix="scale-") as tmp:
         runs = main(sizes, Path(tmp))
