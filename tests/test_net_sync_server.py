@@ -170,3 +170,23 @@ async def test_report_counts_who_answered(tmp_path):
             assert report.peers_asked == 2 and report.peers_answered == 1
             assert "busy" in report.errors[d.net.peer_id]
             assert a.net.stats.sync.refused >= 1
+
+
+async def test_a_stream_with_no_request_in_time_is_told_why(tmp_path):
+    """A stream whose request the server did not read within the idle timeout (a slowloris, or
+    a request an overloaded agent could not get to in time) gets an `idle_timeout` error reply,
+    not a silent reset, so the client knows to retry."""
+    from libp2p.io.msgio import VarIntLengthMsgReadWriter
+
+    b = Node("b", tmp_path, sync_interval=3600, sync_limits=SyncLimits(idle_timeout=0.5))
+    before = _refused("idle_timeout")
+    async with running(b.net):
+        async with stranger() as bad:
+            await _dial(bad, b)
+            (stream,) = await _open_idle(bad, b, 1)
+            with trio.fail_after(10):
+                reply = orjson.loads(await VarIntLengthMsgReadWriter(stream, 1 << 20).read_msg())
+    assert reply["error"]["code"] == "idle_timeout"
+    with pytest.raises(SyncRefused, match="no request"):
+        check_response(reply)
+    assert _refused("idle_timeout") == before + 1

@@ -97,7 +97,7 @@ class SyncRefused(SyncProtocolError):
         self.message = message
 
 
-ERROR_CODES = ("bad_request", "busy", "unavailable")
+ERROR_CODES = ("bad_request", "busy", "unavailable", "idle_timeout")
 
 
 def error_reply(code: str, message: str) -> dict[str, Any]:

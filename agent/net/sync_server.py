@@ -113,10 +113,11 @@ class SyncServer:
                 await _reset(stream)
                 return
         if idle.cancelled_caught:
-            self._count_refusal("idle_timeout")
-            self._log.debug("net.sync_idle_stream_closed", peer=peer,
-                            seconds=lim.idle_timeout)
-            await _reset(stream)
+            # a slowloris, or a request this agent was too busy to read in time (a starved CPU):
+            # either way the client hears why (bounded in time), and an honest one retries
+            self._log.debug("net.sync_idle_stream_closed", peer=peer, seconds=lim.idle_timeout)
+            await self._refuse(stream, peer, "idle_timeout", "idle_timeout",
+                               f"no request read within {lim.idle_timeout:g} s; retry later")
             return
         try:
             response = self.answer(decode_request(payload))
