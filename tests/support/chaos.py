@@ -215,7 +215,7 @@ class DriverRun:
         await wait_ready(self.rt, children, timeout)
 
     async def post_goal(self, title: str) -> str:
-        from agent.app import plan_params
+        from agent.goals import plan_params
 
         rt = self.rt
         electorate = [c.peer_id for c in self.sw.children if c.role == "scorer"]
@@ -727,7 +727,7 @@ async def _watch_main(args: Any) -> None:
     Watch snapshot line whenever its log grows; SIGTERM stops it."""
     import signal as _signal
 
-    from agent.app import plan_params
+    from agent.goals import plan_params
     from agent.logging import configure_logging
     from agent.runtime import open_runtime
     from agent.settings import load_settings
