@@ -122,11 +122,8 @@ def test_executor_claims_settles_syncs_then_works_renews_and_publishes():
     assert r.claim == mine.id and r.completion_tokens == 40
 
 
-def test_executor_pulls_again_when_no_peer_answered_before_spending_the_llm():
-    """A pull no peer answered (gossip seconds behind on an overloaded machine) shows nothing:
-    a rival's earlier claim may be on its way. Pull again after a longer wait; work only once
-    a peer answered, or after the last attempt (the documented bound: a cut can cost a
-    duplicate)."""
+def _claimed_beside_another_executor():
+    """An executor that claimed a leaf while another executor is announced."""
     g = leaf_goal()
     evs = [g, hello(E2, "executor", wall=1)]
     x = Executor(ME.peer_id, TM, seed=1)
@@ -134,6 +131,15 @@ def test_executor_pulls_again_when_no_peer_answered_before_spending_the_llm():
     mine = ev(ME, c.body, 20)
     evs.append(mine)
     x.answered(c.ticket, mine, derive(fold(evs), T0 + 20), T0 + 20)
+    return g, evs, x
+
+
+def test_executor_pulls_again_when_no_peer_answered_before_spending_the_llm():
+    """A pull no peer answered (gossip seconds behind on an overloaded machine) shows nothing:
+    a rival's earlier claim may be on its way. Pull again after a longer wait; work only once
+    a peer answered, or after the last attempt (the documented bound: a cut can cost a
+    duplicate)."""
+    g, evs, x = _claimed_beside_another_executor()
     (sync,) = [e for e in x.poll(derive(fold(evs), T0 + 600), T0 + 600) if isinstance(e, SyncPeers)]
     out = x.answered(sync.ticket, SyncDone(0, 0), derive(fold(evs), T0 + 650), T0 + 650)
     assert not asks(out) and Count(Metric.PULL_UNANSWERED) in out
@@ -148,13 +154,7 @@ def test_executor_pulls_again_when_no_peer_answered_before_spending_the_llm():
 
 
 def test_executor_works_after_the_last_unanswered_pull():
-    g = leaf_goal()
-    evs = [g, hello(E2, "executor", wall=1)]
-    x = Executor(ME.peer_id, TM, seed=1)
-    (c,) = [e for e in started(x, evs, T0 + 10) if isinstance(e, Publish)]
-    mine = ev(ME, c.body, 20)
-    evs.append(mine)
-    x.answered(c.ticket, mine, derive(fold(evs), T0 + 20), T0 + 20)
+    g, evs, x = _claimed_beside_another_executor()
     now, out = T0 + 600, []
     for _ in range(TM.attempts):
         (sync,) = [e for e in x.poll(derive(fold(evs), now), now) if isinstance(e, SyncPeers)]
