@@ -86,7 +86,7 @@ class Executor(Behaviour):
             return wake_at([self.backoff.until_ms])
         if not ready:
             return []
-        executors = sorted({p for p, roles in tree.members.items() if "executor" in roles} | {self.me})
+        executors = sorted(set(tree.with_role("executor")) | {self.me})
         home = [n for n in ready if home_of(n.id, executors) == self.me]
         if home:
             target = home[0]
@@ -209,7 +209,7 @@ class Executor(Behaviour):
         if ticket == t.sync_ticket:
             assert isinstance(answer, SyncDone)
             t.sync_ticket = None
-            others = [p for p, roles in tree.members.items() if "executor" in roles and p != self.me]
+            others = [p for p in tree.with_role("executor") if p != self.me]
             if answer.peers == 0 and others and t.unanswered + 1 < self.timing.attempts:
                 # nobody answered (gossip lagging by seconds, an overloaded machine, a cut):
                 # a competing claim may be on its way, so pull again before spending the LLM

@@ -191,6 +191,10 @@ class Tree:
     def count_role(self, role: str) -> int:
         return sum(1 for roles in self.members.values() if role in roles)
 
+    def with_role(self, role: str) -> list[str]:
+        """The peers that announced ``role``, sorted."""
+        return sorted(p for p, roles in self.members.items() if role in roles)
+
     def node(self, node_id: str) -> NodeView | None:
         return self.index.get(node_id)
 
