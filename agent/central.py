@@ -28,13 +28,13 @@ from agent.behaviour.base import Behaviour
 from agent.behaviour.effects import (
     Ask, Cancel, Count, Effect, Log, Observe, Publish, SyncDone, SyncPeers, WakeAt,
 )
+from agent.behaviour.work import DEFAULT_STRATEGIES  # the demo's, in the same order
 from agent.core.events import Event, Goal, Hello, PlanParams
 from agent.core.identity import Identity
 from agent.core.intake import Intake
 from agent.core.tree import Tree, derive
 from agent.llm.base import LLM, LLMError
 
-STRATEGIES = ("by place", "by activity", "by day")
 NEVER_MS = 3_600_000  # a timeout the central run never reaches
 
 
@@ -100,7 +100,7 @@ class Central:
                 ident = bench_identity(name, tag)
                 if role == "decomposer":
                     beh: Behaviour = Decomposer(ident.peer_id, self.timing, seed + i,
-                                                strategy=STRATEGIES[i % len(STRATEGIES)])
+                                                strategy=DEFAULT_STRATEGIES[i % len(DEFAULT_STRATEGIES)])
                 elif role == "scorer":
                     beh = Scorer(ident.peer_id, self.timing, seed + i, decomposers=decomposers)
                 else:

@@ -3,6 +3,7 @@ round closed, retry with fresh seeds then set aside; claim, settle, sync, lose c
 renew, publish only while holding the lease, release on failure."""
 
 from agent.behaviour import Decomposer, Executor, Timing
+from agent.behaviour.timing import NetView
 from agent.behaviour.effects import (
     Ask, Cancel, Count, LLMReply, Metric, Publish, PublishFailed, SyncDone, SyncPeers, WakeAt,
 )
@@ -120,6 +121,34 @@ def test_executor_claims_settles_syncs_then_works_renews_and_publishes():
     out = answer(x, evs, a, LLMReply(scripted_answer(a.request), 100, 40), T0 + 4000)
     (r,) = pubs(out, Result)
     assert r.claim == mine.id and r.completion_tokens == 40
+
+
+def _home_claim_after(busy_ms, delay_ms=100):
+    """The settle window of my claim on a home task I could not take for ``busy_ms`` after
+    it became ready (I was held back), at a measured gossip delay of ``delay_ms``."""
+    hellos = [hello(ME, "executor", wall=1)]
+    x = Executor(ME.peer_id, TM, seed=1)
+    x.net = NetView(delay_ms=delay_ms, gossip_healthy=True)
+    started(x, hellos, T0 + 10)  # primed: what becomes ready from now on is fresh
+    evs = hellos + [goal(U, max_depth=0, wall=1990)]
+    if busy_ms:
+        x.backoff.until = T0 + 2000 + busy_ms
+        assert not pubs(x.poll(derive(fold(evs), T0 + 2000), T0 + 2000))  # seen ready, held back
+    now = T0 + 2000 + busy_ms
+    (c,) = [e for e in x.poll(derive(fold(evs), now), now) if isinstance(e, Publish)]
+    mine = ev(ME, c.body, now - T0)
+    out = x.answered(c.ticket, mine, derive(fold(evs + [mine]), now), now)
+    return min(e.at_ms for e in out if isinstance(e, WakeAt)) - now
+
+
+def test_a_home_task_is_claimed_without_settling_until_others_may_take_it_over():
+    # others take it over once ready for steal_after (3 s): my claim reaches them first while
+    # it has been ready for at most 3000 - 2 x 100 - 500 ms
+    assert TM.steal_after_ms == 3000 and TM.prompt_margin_ms == 500
+    assert _home_claim_after(0) == 0
+    assert _home_claim_after(2200) == 0  # held back by another task: still no race possible
+    assert _home_claim_after(2400) == 150  # too late for that: settle one delay + margin
+    assert _home_claim_after(1000, delay_ms=1200) == 500  # gossip too slow for any prompt claim
 
 
 def _claimed_beside_another_executor():

@@ -214,6 +214,35 @@ def test_non_electors_never_vote_and_children_get_voted_on():
     assert child_id(p2.id, 1) not in votes  # not atomic: waits for splits
 
 
+def test_a_node_judged_doable_gets_leaf_without_its_splits_being_scored():
+    # the splits of a child arrived before this elector's own judgment: once it judges the
+    # child doable in one sitting, round 1's prevote is LEAF whatever the splits would score,
+    # so it neither scores them nor waits for rivals (found by the central baseline, whose
+    # scorers scored 9 splits of every such node: 36 score calls against the swarm's 18)
+    g, hellos, _ = setup(props=0, decomposers=1)
+    p2 = proposal(D[0], g.id, ["Arrival city and airport transfers — Japan", "Capital city neighbourhoods — Japan"],
+                  wall=900)
+    kid = child_id(p2.id, 0)
+    splits = [proposal(D[0], kid, [f"Step {i}a", f"Step {i}b", f"Step {i}c"], wall=1150 + i) for i in range(2)]
+    evs = [g] + hellos + [p2] + [precommit(s, g.id, p2.id, 1, 1100 + i) for i, s in enumerate(S[:2])] + splits
+    r = Run(evs)
+    r.step(T0 + 1200)
+    r.step(T0 + 1300)
+    votes = {v.node: v.value for v in r.votes() if v.phase == "prevote"}
+    assert votes.get(kid) == LEAF
+    scored = [a for a in r.asks if a.request.kind == "score" and a.node == kid]
+    assert scored == []
+    assert not [b for b in r.published if isinstance(b, Score) and b.node == kid]
+    # once round 1 ends without a decision, the splits are judged after all
+    r.evs += [prevote(S[1], kid, splits[0].id, 1, 1400), prevote(S[2], kid, splits[1].id, 1, 1400)]
+    r.step(T0 + 1450)
+    assert not [a for a in r.asks if a.request.kind == "score" and a.node == kid]
+    assert [v.value for v in r.votes() if v.node == kid and v.phase == "precommit"] == [NIL]
+    r.evs += [precommit(S[1], kid, NIL, 1, 1500), precommit(S[2], kid, NIL, 1, 1500)]
+    r.step(T0 + 1600)
+    assert {a.request.context.get("title") for a in r.asks if a.request.kind == "score" and a.node == kid}
+
+
 def test_startup_sync_barrier():
     g, hellos, ps = setup(props=3)
     sc = Scorer(ME.peer_id, TM, seed=3)

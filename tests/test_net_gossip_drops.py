@@ -134,3 +134,40 @@ async def test_a_garbage_public_key_in_gossip_is_dropped_not_fatal(tmp_path):
             await wait_for(lambda: good.id in node.rt.ids, 5, "the next message")
         assert node.net.running
     assert node.net.stats.gossip.dropped == {"bad_signature": 1}
+
+
+def test_a_peer_record_is_verified_once_per_peer_and_record(monkeypatch):
+    """Every pubsub RPC carries the sender's signed peer record; the library verified it on
+    each one (two thirds of a swarm agent's signature checks). Now once per (peer, record);
+    a record that fails is checked again next time, and a new record is checked."""
+    from libp2p.peer.id import ID
+    from libp2p.pubsub.pb.rpc_pb2 import RPC
+
+    from agent.net import gossip
+
+    checked = []
+
+    def library(msg, host, peer):
+        checked.append((peer, msg.senderRecord))
+        return msg.senderRecord != b"bad"
+
+    monkeypatch.setattr(gossip, "_library_consume", library)
+    monkeypatch.setattr(gossip, "_verified_records", {})
+    a, b = ID(b"\x00\x01a"), ID(b"\x00\x01b")
+
+    def rpc(record):
+        m = RPC()
+        m.senderRecord = record
+        return m
+
+    for _ in range(5):
+        assert gossip._consume_record_once(rpc(b"r1"), None, a)
+    assert gossip._consume_record_once(rpc(b"r1"), None, b)
+    assert gossip._consume_record_once(rpc(b"r2"), None, a)
+    assert not gossip._consume_record_once(rpc(b"bad"), None, a)
+    assert not gossip._consume_record_once(rpc(b"bad"), None, a)
+    assert gossip._consume_record_once(RPC(), None, a)  # no record: nothing to check
+    assert checked == [(a, b"r1"), (b, b"r1"), (a, b"r2"), (a, b"bad"), (a, b"bad")]
+    # the library calls it by its module name: the cached check is what runs
+    from libp2p.pubsub import pubsub as library_pubsub
+    assert library_pubsub.maybe_consume_signed_record is gossip._consume_record_once

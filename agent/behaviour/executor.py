@@ -53,7 +53,7 @@ class _Task:
     attempt: int = 0
     started: int = 0
     renewed_at: int = 0
-    prompt: bool = False  # a home task claimed as soon as it was ready: no race is possible
+    prompt: bool = False  # a home task claimed before anyone may take it over: no race is possible
 
 
 class Executor(Behaviour):
@@ -93,8 +93,9 @@ class Executor(Behaviour):
             # the no-race argument needs the gossip delay known and well inside the windows;
             # an overloaded network (delays of seconds) gets the settle window and the pull
             d = self.net.delay_ms
-            prompt = (d is not None and self.timing.prompt_claim_ms + 2 * d < self.timing.steal_after_ms
-                      and now - self.seen_ready[target.id] <= self.timing.prompt_claim_ms)
+            tm = self.timing
+            prompt = (d is not None
+                      and now - self.seen_ready[target.id] <= tm.steal_after_ms - 2 * d - tm.prompt_margin_ms)
         else:
             # another executor's task: taken over only once it has been visibly ready for a
             # while (its home executor, if idle, claims well before), spread by my own ranking
@@ -113,8 +114,8 @@ class Executor(Behaviour):
         the configured window, which also stands while the delay is unknown.
 
         A home task claimed promptly needs none: another executor takes a task over only after
-        it has been visibly ready for ``steal_after_ms``, far longer than a prompt claim plus
-        the gossip delay to reach it (see timing.py), so no earlier claim can exist."""
+        it has been visibly ready for ``steal_after_ms``, and a prompt claim reaches it before
+        that (see timing.py), so no earlier claim can exist."""
         tm = self.timing
         d = self.net.delay_ms
         if d is None:

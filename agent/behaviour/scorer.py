@@ -162,6 +162,8 @@ class Scorer(Behaviour):
             return lock[1]
         if r > n.params.max_rounds:
             return fallback_value(n)  # rounds ran out: converge on what every peer can compute
+        if r == 1 and self.leaf_ok(n):
+            return LEAF  # what the splits score cannot change it (see _best): no need to judge them
         if not self._table_ready(n, o, r, now, wake):
             return None
         if any(p.id not in self.verdicts for p in n.proposals) or self._needs_atomic(n):
@@ -220,6 +222,16 @@ class Scorer(Behaviour):
         (the proposer's word is not trusted: small models call everything atomic)."""
         return n.depth >= 1 and n.id not in self.atomic
 
+    def _needs_scores(self, n: NodeView) -> bool:
+        """Whether my next prevote on ``n`` depends on how its splits score: not while round 1
+        is mine to vote LEAF in, nor once I am locked (I prevote my lock or a later polka)."""
+        if not self.leaf_ok(n):
+            return True
+        t = n.tally
+        if t is None or my_vote(t, self.me, 1, "precommit") is None:
+            return False
+        return my_lock(t, self.me) is None
+
     def leaf_ok(self, n: NodeView) -> bool:
         """Whether this node can be executed as it is: this scorer's own judgment (never the
         goal itself)."""
@@ -233,6 +245,8 @@ class Scorer(Behaviour):
             if self._needs_atomic(n):
                 self.job = _Job(self.ticket(), n.id, None)
                 return [Ask(self.job.ticket, work.atomic_req(tree, n, None))]
+            if not self._needs_scores(n):
+                continue
             for p in n.proposals:
                 if p.id not in self.verdicts:
                     req = work.score_req(tree, n, p, self.me, None)

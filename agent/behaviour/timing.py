@@ -28,11 +28,12 @@ class Timing:
     settle_min_ms: int = 100
     settle_delay_factor: float = 1.0
     settle_margin_ms: int = 50
-    # Every task has a home executor (rendezvous hashing): it claims a home task it sees ready
-    # within prompt_claim_ms without settling; others take it over only once it has been ready
-    # for steal_after_ms. No race is possible while steal_after > prompt_claim + 2 x the gossip
-    # delay (the ready news reaching both, then the home's claim reaching the other).
-    prompt_claim_ms: int = 500
+    # Every task has a home executor (rendezvous hashing): others take it over only once it
+    # has been ready for steal_after_ms, so its home claims it without settling while my claim
+    # still reaches them first: while it has been ready (to me) for at most
+    # steal_after - 2 x the gossip delay - prompt_margin_ms (the ready news reaching the others
+    # up to one delay before me, then my claim reaching them within another).
+    prompt_margin_ms: int = 500
     steal_after_ms: int = 3_000
     lease_ms: int = 30_000
     lease_margin_ms: int = 2_000  # publish a result only with this much lease left
