@@ -66,9 +66,9 @@ def claim_goals(n: int) -> list[str]:
 
 
 def claim_races(keep: Path | None = None, latency: float = 0.05, executors: int = 5,
-                goals: int = 32) -> dict[str, Any]:
-    """``goals``: 4 goals made 25 leaves (33 tasks) once atomic judgments stopped splits early;
-    32 are meant to give the 200+ leaves this section is about."""
+                goals: int = 44) -> dict[str, Any]:
+    """``goals``: 4 goals made 25 leaves (33 tasks) once atomic judgments stopped splits early,
+    32 made 160 leaves; 44 give the 200+ leaves this section is about (about 5 per goal)."""
     root = Path(tempfile.mkdtemp(prefix="bench-claims-", dir=keep))
     try:
         run = run_swarm(latency, root, goal=claim_goals(goals), decomposers=3, scorers=3, executors=executors,
