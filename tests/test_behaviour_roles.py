@@ -7,13 +7,14 @@ from agent.behaviour.timing import NetView
 from agent.behaviour.effects import (
     Ask, Cancel, Count, LLMReply, Metric, Publish, PublishFailed, SyncDone, SyncPeers, WakeAt,
 )
-from agent.core.consensus import NIL
+from agent.behaviour import work
+from agent.core.consensus import LEAF, NIL
 from agent.core.events import Claim, Proposal, Release, Renew, Result
-from agent.core.plan import fold
+from agent.core.plan import child_id, fold
 from agent.core.tree import derive
 from agent.llm.base import LLMBadOutput, LLMUnavailable
 from agent.llm.scripted import scripted_answer
-from builders import T0, claim, ev, goal, hello, ident, precommit, proposal, result, score
+from builders import T0, claim, ev, goal, hello, ident, precommit, prevote, proposal, result, score
 
 U = ident("user")
 ME = ident("me")
@@ -93,6 +94,55 @@ def test_decomposer_abandons_a_node_decided_while_it_thinks():
     out = d.poll(derive(fold(evs), T0 + 40), T0 + 40)
     assert any(isinstance(e, Cancel) and e.ticket == a.ticket for e in out)
     assert not pubs(answer(d, evs, a, LLMReply(scripted_answer(a.request)), T0 + 50))
+
+
+def _root_with_a_polka():
+    """The goal, my split and another split of it, a quorum of prevotes on the other one (a
+    polka) but no decision yet: my real work is done, the other split is likely decided."""
+    g = goal(U, scorers=3)
+    d = Decomposer(ME.peer_id, TM, seed=5, strategy="by phase")
+    (a,) = asks(started(d, [g], T0 + 10))
+    (p,) = pubs(answer(d, [g], a, LLMReply(scripted_answer(a.request)), T0 + 20), Proposal)
+    other = proposal(D2, g.id, ["Flights — Japan", "Rail pass — Japan", "Ryokan nights — Japan"], wall=25)
+    evs = [g, ev(ME, p, 30), other] + [prevote(s, g.id, other.id, 1, 40 + i) for i, s in enumerate(S[:2])]
+    return d, g, other, evs
+
+
+def test_decomposer_works_ahead_on_a_polka_and_proposes_once_it_is_decided():
+    d, g, other, evs = _root_with_a_polka()
+    (a,) = asks(d.poll(derive(fold(evs), T0 + 50), T0 + 50))
+    kid = child_id(other.id, 0)
+    assert a.node == kid and a.request.context["title"] == "Flights — Japan"
+    # nothing is published about a child that may never exist: the answer waits
+    out = answer(d, evs, a, LLMReply(scripted_answer(a.request)), T0 + 60)
+    assert not pubs(out)
+    (a2,) = asks(out)  # free meanwhile: the next child
+    assert a2.node == child_id(other.id, 1)
+    evs += [precommit(s, g.id, other.id, 1, 70 + i) for i, s in enumerate(S[:2])]  # decided
+    t = derive(fold(evs), T0 + 80)
+    (p,) = pubs(d.poll(t, T0 + 80), Proposal)
+    assert p.node == kid
+    # the request made ahead is the one made for the child once it exists (seed aside)
+    real = work.decompose_req(t, t.node(kid), "by phase", a.request.seed)
+    assert real.context == a.request.context and real.prompt == a.request.prompt
+    # the job running ahead goes on as an ordinary one
+    (p2,) = pubs(answer(d, evs, a2, LLMReply(scripted_answer(a2.request)), T0 + 90), Proposal)
+    assert p2.node == child_id(other.id, 1)
+
+
+def test_decomposer_drops_work_ahead_when_another_value_is_decided():
+    d, g, other, evs = _root_with_a_polka()
+    (a,) = asks(d.poll(derive(fold(evs), T0 + 50), T0 + 50))
+    out = answer(d, evs, a, LLMReply(scripted_answer(a.request)), T0 + 60)
+    (a2,) = asks(out)
+    # round 1 ends NIL, round 2 decides LEAF: neither held nor running work may be published
+    evs += [precommit(s, g.id, NIL, 1, 70 + i) for i, s in enumerate(S)]
+    evs += [prevote(s, g.id, LEAF, 2, 80 + i) for i, s in enumerate(S)]
+    evs += [precommit(s, g.id, LEAF, 2, 90 + i) for i, s in enumerate(S)]
+    out = d.poll(derive(fold(evs), T0 + 100), T0 + 100)
+    assert any(isinstance(e, Cancel) and e.ticket == a2.ticket for e in out) and not pubs(out)
+    assert not d.held and d.job is None
+    assert not pubs(answer(d, evs, a2, LLMReply(scripted_answer(a2.request)), T0 + 110))
 
 
 # ----------------------------------------------------------------- executor

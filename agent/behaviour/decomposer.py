@@ -1,11 +1,19 @@
 """Decomposer: proposes a split of every open node with its own strategy; after a round ends
-without a decision it refines its newest split with the scorers' feedback."""
+without a decision it refines its newest split with the scorers' feedback.
+
+Work ahead: once a quorum prevoted a split (a polka) that is not decided yet, an idle
+decomposer starts on that split's children, so the LLM works while the precommits travel. The
+answer is held until the split is decided: it becomes a proposal only for a child that exists
+(nothing is published about a node that may never be), and is dropped if another value is
+decided or the polka is overtaken. Real open nodes always come first."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from agent.core.consensus import LEAF, NIL
+from agent.core.plan import child_id
 from agent.core.tree import NodeView, Tree
 from agent.llm.base import LLMBadOutput, LLMError
 
@@ -23,6 +31,8 @@ class _Job:
     refines: str | None
     attempt: int
     closed: int  # the rounds closed when the job started: what it answers
+    parent: str | None = None  # work ahead: the node whose split ``split`` is not decided yet
+    split: str | None = None
 
 
 class Decomposer(Behaviour):
@@ -34,6 +44,8 @@ class Decomposer(Behaviour):
         self.job: _Job | None = None
         self.set_aside: dict[str, int] = {}
         self.answered_closed: dict[str, int] = {}  # node -> closed rounds my newest split answers
+        self.ahead: set[str] = set()  # children I started on before their split was decided
+        self.held: dict[str, tuple[_Job, Any]] = {}  # child -> its job and answer, until decided
 
     # ------------------------------------------------------------------ what to do
     def _wanted(self, n: NodeView) -> tuple[bool, str | None, int]:
@@ -53,8 +65,32 @@ class Decomposer(Behaviour):
             return True, newest.id, closed
         return False, None, closed
 
+    @staticmethod
+    def _polka_split(n: NodeView) -> str | None:
+        """The split a quorum prevoted on undecided node ``n``, if any (the likely decision)."""
+        if n.decided is not None or n.tally is None:
+            return None
+        polka = n.tally.latest_polka(before=n.tally.top_round + 1)
+        if polka is None or polka[1] in (LEAF, NIL) or n.proposal(polka[1]) is None:
+            return None
+        return polka[1]
+
+    def _ahead_stands(self, tree: Tree, parent_id: str, split: str) -> bool:
+        parent = tree.node(parent_id)
+        return parent is not None and self._polka_split(parent) == split
+
     def _poll(self, tree: Tree, now: int) -> list[Effect]:
-        out: list[Effect] = []
+        out: list[Effect] = self._release_held(tree, now)
+        job = self.job
+        if job is not None and job.parent is not None:
+            if tree.node(job.node) is not None:
+                job.parent = job.split = None  # decided meanwhile: an ordinary job from now on
+            elif self._ahead_stands(tree, job.parent, job.split or ""):
+                return out  # the LLM works ahead of the decision
+            else:
+                self.job = None
+                out += [Cancel(job.ticket), Count(Metric.LLM_CANCELLED),
+                        log("info", "split not decided; work ahead abandoned", node=job.node)]
         if self.job is not None:
             n = tree.node(self.job.node)
             if n is None or not self._wanted(n)[0]:
@@ -75,7 +111,38 @@ class Decomposer(Behaviour):
                 wake.append(until)
                 continue
             return out + self._start(tree, n, refines, closed, 0)
-        return out + wake_at(wake)
+        return out + self._work_ahead(tree) + wake_at(wake)
+
+    def _release_held(self, tree: Tree, now: int) -> list[Effect]:
+        """Answers that came before their split was decided: a proposal once the child exists,
+        dropped once another value is decided or the polka is overtaken."""
+        out: list[Effect] = []
+        for kid, (job, answer) in list(self.held.items()):
+            if tree.node(kid) is not None:
+                del self.held[kid]
+                job.parent = job.split = None
+                out += self._finish(job, answer, tree, now, retry=False)
+            elif not self._ahead_stands(tree, job.parent or "", job.split or ""):
+                del self.held[kid]
+                out.append(log("info", "split not decided; work ahead dropped", node=kid))
+        return out
+
+    def _work_ahead(self, tree: Tree) -> list[Effect]:
+        for n in tree.walk_active():
+            split = self._polka_split(n)
+            if split is None or n.depth + 1 >= n.params.max_depth:
+                continue
+            p = n.proposal(split)
+            assert p is not None
+            for i in range(len(p.subgoals)):
+                kid = child_id(split, i)
+                if kid in self.ahead:
+                    continue
+                self.ahead.add(kid)
+                req = work.decompose_req_ahead(tree, n, p, i, self.strategy, self.rng.randrange(2**31))
+                self.job = _Job(self.ticket(), kid, None, 0, 0, parent=n.id, split=split)
+                return [Ask(self.job.ticket, req, kid), log("debug", "working ahead of a decision", node=kid)]
+        return []
 
     def _start(self, tree: Tree, n: NodeView, refines: str | None, closed: int, attempt: int) -> list[Effect]:
         prev = n.proposal(refines) if refines else None
@@ -89,6 +156,14 @@ class Decomposer(Behaviour):
         if job is None or job.ticket != ticket:
             return []
         self.job = None
+        if job.parent is not None and tree.node(job.node) is None:
+            self.held[job.node] = (job, answer)  # published once the split is decided
+            return self._poll(tree, now)
+        return self._finish(job, answer, tree, now)
+
+    def _finish(self, job: _Job, answer: Any, tree: Tree, now: int, retry: bool = True) -> list[Effect]:
+        """``retry``: an unusable answer is asked again (not for an answer held while I may be
+        busy with another job: the node is then wanted as any other)."""
         n = tree.node(job.node)
         if n is None or not self._wanted(n)[0]:
             return [log("info", "node moved on while thinking; split dropped", node=job.node)]
@@ -107,6 +182,8 @@ class Decomposer(Behaviour):
             out: list[Effect] = [Count(Metric.LLM_BAD_OUTPUT),
                                  log("info", "unusable split; trying another seed", node=n.id,
                                      attempt=job.attempt + 1, error=str(answer)[:200])]
+            if not retry or self.job is not None:
+                return out
             if job.attempt + 1 < self.timing.attempts:
                 return out + self._start(tree, n, job.refines, job.closed, job.attempt + 1)
             self.set_aside[n.id] = now + self.timing.set_aside_ms

@@ -244,7 +244,7 @@ class Scorer(Behaviour):
                 continue
             if self._needs_atomic(n):
                 self.job = _Job(self.ticket(), n.id, None)
-                return [Ask(self.job.ticket, work.atomic_req(tree, n, None))]
+                return [Ask(self.job.ticket, work.atomic_req(tree, n, None), n.id)]
             if not self._needs_scores(n):
                 continue
             for p in n.proposals:

@@ -210,6 +210,20 @@ def decompose_req(tree: Tree, node: NodeView, strategy: str, seed: int | None,
     )
 
 
+def decompose_req_ahead(tree: Tree, parent: NodeView, split: ProposalView, index: int, strategy: str,
+                       seed: int | None) -> LLMRequest:
+    """The request ``decompose_req`` makes for child ``index`` of ``split``, made while that
+    split is not decided yet (so the child has no NodeView): the same goal, path, title,
+    description and sibling titles the child will have."""
+    sub = split.subgoals[index]
+    return decompose_req_for(
+        goal=goal_title(tree, parent), path=[n.title for n in tree.path(parent)], title=sub["title"],
+        description=sub.get("description", ""), preference=strategy,
+        max_children=parent.params.max_children, feedback=[], previous=None,
+        parent_split=[s["title"] for s in split.subgoals], seed=seed,
+    )
+
+
 def proposal_from(answer: dict, node: NodeView, strategy: str, refines: str | None,
                   tree: Tree | None = None, prompt_tokens: int = 0, completion_tokens: int = 0) -> Proposal:
     """Raises LLMBadOutput when the split is unusable (so the caller retries with a new seed).

@@ -250,8 +250,20 @@ class CriticalPath:
         self.seg(call.start_ms, call.end_ms, "llm: score", f"{agent} {node[-8:]}")
         prev = self._prev_call(agent, call.start_ms)
         if prev is not None and prev.end_ms > prop.hlc.wall:
+            if prev.kind == "atomic":  # judging the node first: that call publishes nothing
+                opened = self._opened(prev.node) if prev.node else None
+                if opened is not None and _key(opened) < _key(s):
+                    self.seg(prev.end_ms, call.start_ms, "reaction", "scorer free -> next call")
+                    start = max(prev.start_ms, opened.hlc.wall)
+                    self.seg(start, prev.end_ms, "llm: atomic", f"{agent} {prev.node[-8:]}")
+                    busy = self._prev_call(agent, prev.start_ms)
+                    own = busy is not None and busy.end_ms > opened.hlc.wall
+                    # busy judging its other new nodes first: LLM work, as in the central run
+                    self.seg(opened.hlc.wall, start, f"llm: {busy.kind}" if own and busy else "gossip + reaction",
+                             "-> atomic call")
+                    return opened
             made = self._made_by(agent, prev)
-            if made is not None:
+            if made is not None and _key(made) < _key(s):
                 self.seg(made.hlc.wall, call.start_ms, "reaction", "scorer free -> next call")
                 return made
         self.seg(prop.hlc.wall, call.start_ms, "gossip + reaction", "proposal -> score call")
@@ -269,10 +281,17 @@ class CriticalPath:
         agent = self.name(p)
         node = p.body.node
         opened = self._opened(node)
-        call = self._call_for(agent, "decompose", node, p.hlc.wall, opened.hlc.wall if opened else 0)
+        call = self._call_for(agent, "decompose", node, p.hlc.wall)
         if call is None:
             if opened is not None:
                 self.seg(opened.hlc.wall, p.hlc.wall, "unexplained", f"{agent} decompose")
+            return opened
+        if opened is not None and call.start_ms < opened.hlc.wall:
+            # worked ahead of the decision: only what the LLM still had to do after it counts
+            end = max(call.end_ms, opened.hlc.wall)
+            self.seg(end, p.hlc.wall, "gossip + reaction" if end == opened.hlc.wall else "reaction",
+                     "decision -> proposal (worked ahead)")
+            self.seg(opened.hlc.wall, end, "llm: decompose", f"{agent} {node[-8:]} (ahead)")
             return opened
         self.seg(call.end_ms, p.hlc.wall, "reaction", "answer -> proposal")
         self.seg(call.start_ms, call.end_ms, "llm: decompose", f"{agent} {node[-8:]}")
@@ -306,8 +325,8 @@ def breakdown(events: Iterable[Event], calls: list[CallRecord], syncs: list[tupl
 
 def llm_calls(events: Iterable[Event], calls: list[CallRecord], names: dict[str, str]) -> dict[str, dict[str, int]]:
     """LLM calls by kind: useful, wasted (answered for work that no longer mattered: a score of
-    a node decided before it came, a split after the decision, an execution whose result does
-    not count) and cancelled."""
+    a node decided before it came, a split after the decision or of a node that never came to
+    be, an execution whose result does not count) and cancelled."""
     evs = sorted(events, key=_key)
     plan = fold(evs)
     by_name = {n: p for p, n in names.items()}
@@ -339,7 +358,10 @@ def llm_calls(events: Iterable[Event], calls: list[CallRecord], names: dict[str,
         node = c.node or ""
         if c.kind in ("score", "decompose", "atomic"):
             d = decided_at.get(node)
-            row["useful" if d is None or c.end_ms <= d + 1 else "wasted"] += 1
+            if plan.node_ref(node) is None:  # worked ahead for a split that was not decided
+                row["wasted"] += 1
+            else:
+                row["useful" if d is None or c.end_ms <= d + 1 else "wasted"] += 1
         else:
             peer = by_name.get(c.agent, "")
             mine = [cl for cl in claims_by.get((peer, node), ()) if cl.hlc.wall <= c.start_ms + 5]

@@ -27,12 +27,19 @@ py-libp2p 0.8.1 pitfalls handled here (see shared/notes/libp2p.md):
   (an ed25519 check) on every RPC, duplicates included: two thirds of an agent's signature
   checks in a swarm (py-spy). The same record from the same peer is verified once and
   trusted for ``RECORD_TTL`` (``_consume_record_once``); a message already seen is dropped
-  before its signature is checked.
+  before its signature is checked;
+- to attach that record, the library asks the host for its addresses on every RPC it sends
+  (our address factory, multiaddr parsing: the largest cost left in a swarm agent after the
+  above); the record is reused for ``ENVELOPE_TTL`` (1 s) per host instead;
+- gossipsub v1.2 sends an IDONTWANT control RPC to every mesh peer before each message it
+  forwards (a bandwidth saving for large messages; ours are small): as many RPCs again as
+  the messages themselves. We speak v1.1 (v1.2 adds IDONTWANT only).
 """
 
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -42,8 +49,9 @@ import trio
 from google.protobuf.message import DecodeError
 from libp2p.crypto.exceptions import CryptographyError
 from libp2p.peer.id import ID
-from libp2p.pubsub.gossipsub import PROTOCOL_ID, PROTOCOL_ID_V11, PROTOCOL_ID_V12, GossipSub
+from libp2p.pubsub import gossipsub as _gossipsub_module
 from libp2p.pubsub import pubsub as _pubsub_module
+from libp2p.pubsub.gossipsub import PROTOCOL_ID, PROTOCOL_ID_V11, GossipSub
 from libp2p.pubsub.pubsub import Pubsub
 from libp2p.pubsub.validators import signature_validator
 from libp2p.tools.anyio_service import background_trio_service
@@ -94,7 +102,26 @@ def _consume_record_once(msg: Any, host: Any, peer_id: ID) -> bool:
     return ok
 
 
-_pubsub_module.maybe_consume_signed_record = _consume_record_once
+ENVELOPE_TTL = 1.0  # s our own signed peer record is reused before the host is asked again
+_library_envelope = _pubsub_module.env_to_send_in_RPC
+_envelopes: "weakref.WeakKeyDictionary[Any, tuple[float, bytes]]" = weakref.WeakKeyDictionary()
+
+
+def _envelope_for_rpc(host: Any) -> tuple[bytes, bool]:
+    """The library's signed peer record for an outgoing RPC, asked of the host at most once
+    per ``ENVELOPE_TTL`` (module doc): an address change reaches peers within that."""
+    now = time.monotonic()
+    hit = _envelopes.get(host)
+    if hit is not None and now - hit[0] < ENVELOPE_TTL:
+        return hit[1], False
+    envelope, fresh = _library_envelope(host)
+    _envelopes[host] = (now, envelope)
+    return envelope, fresh
+
+
+for _module in (_pubsub_module, _gossipsub_module):
+    _module.maybe_consume_signed_record = _consume_record_once  # type: ignore[attr-defined]
+    _module.env_to_send_in_RPC = _envelope_for_rpc  # type: ignore[attr-defined]
 
 
 def gossip_topic(swarm: str) -> str:
@@ -104,7 +131,7 @@ def gossip_topic(swarm: str) -> str:
 def make_gossipsub(**overrides: Any) -> GossipSub:
     """GossipSub configured so nothing is dropped silently at tens of msgs/s, 5-20 peers."""
     params: dict[str, Any] = dict(
-        protocols=[PROTOCOL_ID_V12, PROTOCOL_ID_V11, PROTOCOL_ID],
+        protocols=[PROTOCOL_ID_V11, PROTOCOL_ID],  # not v1.2: its IDONTWANT doubles the RPCs
         degree=6, degree_low=4, degree_high=12,  # 5-20 peers: mesh = everyone up to 7, then 6
         heartbeat_interval=1,                    # library default 120 s
         heartbeat_initial_delay=0.1,

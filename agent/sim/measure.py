@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent.core.consensus import LEAF
 from agent.core.plan import Plan
 
 
 @dataclass(frozen=True)
 class Competition:
-    voted: int  # nodes with a first-round prevote and at least one split
+    voted: int  # nodes with a first-round prevote for a split (a choice among splits)
     judged_two: int  # of which had at least two splits proposed and scored before that prevote
     # splits stamped before a scorer's own first-round choice that it had not judged (splits still
     # in flight to it count too: the log does not show when a split reached a scorer)
@@ -23,7 +24,10 @@ class Competition:
 def competition(plan: Plan) -> Competition:
     voted = judged_two = unscored = 0
     for node, ne in plan.by_node.items():
-        firsts = [v for v in ne.votes if v.body.round == 1 and v.body.phase == "prevote"]
+        # a LEAF prevote is an elector's own judgment that the node needs no split: what the
+        # splits would score does not enter it (the scorer does not judge them first)
+        firsts = [v for v in ne.votes if v.body.round == 1 and v.body.phase == "prevote"
+                  and v.body.value != LEAF]
         if not firsts or not ne.proposals:
             continue
         voted += 1
