@@ -18,6 +18,9 @@ class EventLog(Protocol):
     def flush(self) -> None:
         """Make every append so far durable."""
 
+    async def flush_off_loop(self) -> None:
+        """``flush`` without blocking the event loop (what was appended when it started)."""
+
     def read_from(self, pos: int, limit: int) -> list[bytes]:
         """Events [pos, pos + limit) in append order."""
 
@@ -34,6 +37,9 @@ class MemoryLog:
         return len(self.records)
 
     def flush(self) -> None:
+        pass
+
+    async def flush_off_loop(self) -> None:
         pass
 
     def read_from(self, pos: int, limit: int) -> list[bytes]:

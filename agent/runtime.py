@@ -248,14 +248,23 @@ class Runtime:
         return True
 
     async def _flush_received(self) -> None:
-        """One fsync per batch of received events, at most RECEIVED_FSYNC_DELAY after the first."""
+        """One fsync per batch of received events, at most RECEIVED_FSYNC_DELAY after the first,
+        in a worker thread: the loop goes on receiving meanwhile."""
+        from agent.net.store import StoreError
+
         while True:
             await self._unflushed.wait()
             await trio.sleep(RECEIVED_FSYNC_DELAY)
             self._unflushed = trio.Event()
-            if not self._flush_store():
+            try:
+                await self.store.flush_off_loop()
+            except StoreError as exc:
+                self._flush_errors.failed(str(exc))
                 self._unflushed.set()
                 await trio.sleep(0.5)
+            else:
+                if self._flush_errors.failing:
+                    self._flush_errors.succeeded()
 
     def _changed_now(self) -> None:
         self._changed.set()

@@ -141,3 +141,27 @@ def test_bad_base64_signature():
 def test_peer_id_from_public_rejects_wrong_length():
     with pytest.raises(ValueError):
         peer_id_from_public(b"123")
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.binary(min_size=32, max_size=32), message=st.binary(max_size=600),
+       flip=st.integers(min_value=-1, max_value=64 * 8 - 1), other=st.binary(min_size=32, max_size=32))
+def test_libsodium_checks_agree_with_openssl(seed, message, flip, other):
+    """Events are checked with libsodium (faster); an honest signature, a flipped bit and the
+    wrong key give the answer OpenSSL gives (what earlier versions used)."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    me, stranger = Identity(seed), Identity(other)
+    sig = bytearray(me.sign(message))
+    if flip >= 0:
+        sig[flip // 8] ^= 1 << (flip % 8)
+    for who in (me, stranger):
+        try:
+            Ed25519PublicKey.from_public_bytes(who.public_bytes).verify(bytes(sig), message)
+            openssl = True
+        except InvalidSignature:
+            openssl = False
+        assert verify(who.peer_id, message, bytes(sig)) is openssl
+    assert verify(me.peer_id, message, bytes(sig)) is (flip < 0)
+    assert not verify(me.peer_id, message, bytes(sig[:63]))  # truncated

@@ -205,3 +205,38 @@ def test_batched_fsync_and_the_id_index(tmp_path, monkeypatch):
     st.close()
     st2 = EventStore(tmp_path / "e.jsonl")  # index rebuilt from disk
     assert st2.ids_from(0, 100) == ids and st2.durable == 6
+
+
+async def test_the_batch_fsync_runs_off_the_event_loop(tmp_path, monkeypatch):
+    """The runtime's batch fsync runs in a worker thread: the loop goes on meanwhile, and only
+    what was written when it started counts as durable after it."""
+    import threading
+
+    import trio
+
+    raws = _events(4)
+    st = EventStore(tmp_path / "e.jsonl")
+    loop_thread = threading.get_ident()
+    started, release, seen = threading.Event(), threading.Event(), []
+    real = os.fsync
+
+    def slow_fsync(fd):
+        seen.append(threading.get_ident())
+        started.set()
+        release.wait(5)
+        real(fd)
+
+    for r in raws[:2]:
+        st.append(r, durable=False)
+    monkeypatch.setattr(store_mod.os, "fsync", slow_fsync)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(st.flush_off_loop)
+        await trio.to_thread.run_sync(started.wait, 5)
+        st.append(raws[2], durable=False)  # the loop runs while the disk works
+        release.set()
+    assert seen and loop_thread not in seen
+    assert st.durable == 2 and st.dirty and len(st) == 3
+    monkeypatch.setattr(store_mod.os, "fsync", real)
+    await st.flush_off_loop()
+    assert st.durable == 3 and not st.dirty
+    st.close()
