@@ -67,6 +67,11 @@ def table(res: dict[str, Any]) -> str:
                          f"{_fmt(r['ratio_median'])} | {r['repeats']} ({r['failed']}) | {shape} | "
                          f"{min(loads):.1f}-{max(loads):.1f} |")
         lines.append("")
+        for lat, r in ov.items():
+            pairs = [f"{s_['makespan_s']:.2f} / {c_['makespan_s']:.2f}"
+                     for s_, c_ in zip(r["runs"]["swarm"], r["runs"]["central"]) if s_.get("ok")]
+            lines.append(f"L = {lat} s, each repeat (swarm / central s): " + ", ".join(pairs))
+        lines.append("")
         lines.append("LLM calls by kind, useful / wasted / cancelled (median per run):")
         lines.append("")
         lines.append("| L | kind | swarm | central |")
@@ -138,15 +143,19 @@ def table(res: dict[str, Any]) -> str:
                      f"({lj.get('store_bytes', 0) / 1e6:.1f} MB of log)")
         lines.append("ids = ids before bodies; pages = whole pages (the earlier sync); medians of runs")
         lines.append("")
-        lines.append("| sync | s to equal digest | MB in | copies of the log | events pulled | requests | runs (failed) | load |")
-        lines.append("|---|---|---|---|---|---|---|---|")
+        lines.append("| sync | s to equal digest (median; each run) | joiner CPU s | MB in | copies of the log | "
+                     "events pulled | requests | runs (failed) | load |")
+        lines.append("|---|---|---|---|---|---|---|---|---|")
         for mode in ("ids", "pages"):
             r = lj.get(mode)
             if not r:
                 continue
-            loads = [x["load"][0] for x in lj["runs"] if x["mode"] == mode]
-            lines.append(f"| {mode} | {r['seconds']} | {r['bytes_in'] / 1e6:.2f} | {r['copies']} | {r['pulled']} | "
-                         f"{r['requests']} | {r['ok']} ({r['failed']}) | {min(loads):.1f}-{max(loads):.1f} |")
+            runs = [x for x in lj["runs"] if x["mode"] == mode]
+            loads = [x["load"][0] for x in runs]
+            each = ", ".join(str(x["seconds"]) for x in runs if "seconds" in x)
+            lines.append(f"| {mode} | {r['seconds']} ({each}) | {r.get('cpu_s', '-')} | {r['bytes_in'] / 1e6:.2f} | "
+                         f"{r['copies']} | {r['pulled']} | {r['requests']} | {r['ok']} ({r['failed']}) | "
+                         f"{min(loads):.1f}-{max(loads):.1f} |")
         lines.append("")
     sc = res.get("scale")
     if sc:
