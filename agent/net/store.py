@@ -32,6 +32,8 @@ import hashlib
 import os
 import secrets
 from array import array
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -240,15 +242,11 @@ class EventStore:
         """Make every append so far durable (one fsync). Raises StoreError if the disk
         refuses: the events stay written but not known durable, and a later flush retries."""
         n = len(self._starts)
-        if self._durable >= n:
-            return
-        fd = self._require_fd()
-        if self._fsync:
-            try:
-                os.fsync(fd)
-            except OSError as exc:
-                raise StoreError(f"cannot flush event log {self.path}: {_describe(exc)}") from exc
-        self._durable = n
+        if self._durable < n:
+            fd = self._require_fd()
+            with self._flushing(n):
+                if self._fsync:
+                    os.fsync(fd)
 
     async def flush_off_loop(self) -> None:
         """``flush`` with the fsync in a worker thread (trio's), so the event loop goes on
@@ -256,14 +254,20 @@ class EventStore:
         meanwhile are not covered by it: only what was written when it started is durable
         after it."""
         n = len(self._starts)
-        if self._durable >= n:
-            return
-        fd = self._require_fd()
-        if self._fsync:
-            try:
-                await trio.to_thread.run_sync(os.fsync, fd)
-            except OSError as exc:
-                raise StoreError(f"cannot flush event log {self.path}: {_describe(exc)}") from exc
+        if self._durable < n:
+            fd = self._require_fd()
+            with self._flushing(n):
+                if self._fsync:
+                    await trio.to_thread.run_sync(os.fsync, fd)
+
+    @contextmanager
+    def _flushing(self, n: int) -> Iterator[None]:
+        """Around one fsync: the first ``n`` events are durable after it; an OSError is a
+        StoreError (they stay written, a later flush retries)."""
+        try:
+            yield
+        except OSError as exc:
+            raise StoreError(f"cannot flush event log {self.path}: {_describe(exc)}") from exc
         self._durable = max(self._durable, n)
 
     @property
