@@ -128,6 +128,21 @@ def test_decomposer_works_ahead_on_a_polka_and_proposes_once_it_is_decided():
     # the job running ahead goes on as an ordinary one
     (p2,) = pubs(answer(d, evs, a2, LLMReply(scripted_answer(a2.request)), T0 + 90), Proposal)
     assert p2.node == child_id(other.id, 1)
+    assert not d.held and not d.ahead  # nothing kept about a decided split
+
+
+def test_an_unusable_answer_worked_out_ahead_is_dropped_and_the_child_split_as_usual():
+    d, g, other, evs = _root_with_a_polka()
+    (a,) = asks(d.poll(derive(fold(evs), T0 + 50), T0 + 50))
+    out = answer(d, evs, a, LLMBadOutput("all subgoals alike"), T0 + 60)
+    (a2,) = asks(out)  # the next child meanwhile
+    evs += [precommit(s, g.id, other.id, 1, 70 + i) for i, s in enumerate(S[:2])]
+    out = d.poll(derive(fold(evs), T0 + 80), T0 + 80)
+    assert Count(Metric.LLM_BAD_OUTPUT) in out and not pubs(out)
+    (p2,) = pubs(answer(d, evs, a2, LLMReply(scripted_answer(a2.request)), T0 + 90), Proposal)
+    assert p2.node == child_id(other.id, 1)
+    (again,) = [x for x in asks(d.poll(derive(fold(evs), T0 + 100), T0 + 100))]
+    assert again.node == child_id(other.id, 0)  # wanted like any open node
 
 
 def test_decomposer_drops_work_ahead_when_another_value_is_decided():

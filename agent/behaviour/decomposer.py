@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agent.core.consensus import LEAF, NIL
 from agent.core.plan import child_id
 from agent.core.tree import NodeView, Tree
 from agent.llm.base import LLMBadOutput, LLMError
@@ -21,7 +20,7 @@ from . import work
 from .base import Behaviour, wake_at
 from .effects import Ask, Cancel, Count, Effect, LLMReply, Metric, Publish, log
 from .timing import Timing
-from .votes import closed_rounds
+from .votes import closed_rounds, likely_split
 
 
 @dataclass
@@ -44,7 +43,7 @@ class Decomposer(Behaviour):
         self.job: _Job | None = None
         self.set_aside: dict[str, int] = {}
         self.answered_closed: dict[str, int] = {}  # node -> closed rounds my newest split answers
-        self.ahead: set[str] = set()  # children I started on before their split was decided
+        self.ahead: dict[str, tuple[str, set[int]]] = {}  # undecided split -> (its node, children I started on)
         self.held: dict[str, tuple[_Job, Any]] = {}  # child -> its job and answer, until decided
 
     # ------------------------------------------------------------------ what to do
@@ -65,21 +64,13 @@ class Decomposer(Behaviour):
             return True, newest.id, closed
         return False, None, closed
 
-    @staticmethod
-    def _polka_split(n: NodeView) -> str | None:
-        """The split a quorum prevoted on undecided node ``n``, if any (the likely decision)."""
-        if n.decided is not None or n.tally is None:
-            return None
-        polka = n.tally.latest_polka(before=n.tally.top_round + 1)
-        if polka is None or polka[1] in (LEAF, NIL) or n.proposal(polka[1]) is None:
-            return None
-        return polka[1]
-
     def _ahead_stands(self, tree: Tree, parent_id: str, split: str) -> bool:
         parent = tree.node(parent_id)
-        return parent is not None and self._polka_split(parent) == split
+        return parent is not None and likely_split(parent) == split
 
     def _poll(self, tree: Tree, now: int) -> list[Effect]:
+        # a split decided or overtaken needs no memory: its children exist, or never will
+        self.ahead = {s: v for s, v in self.ahead.items() if self._ahead_stands(tree, v[0], s)}
         out: list[Effect] = self._release_held(tree, now)
         job = self.job
         if job is not None and job.parent is not None:
@@ -129,16 +120,17 @@ class Decomposer(Behaviour):
 
     def _work_ahead(self, tree: Tree) -> list[Effect]:
         for n in tree.walk_active():
-            split = self._polka_split(n)
+            split = likely_split(n)
             if split is None or n.depth + 1 >= n.params.max_depth:
                 continue
             p = n.proposal(split)
             assert p is not None
+            done = self.ahead.setdefault(split, (n.id, set()))[1]
             for i in range(len(p.subgoals)):
-                kid = child_id(split, i)
-                if kid in self.ahead:
+                if i in done:
                     continue
-                self.ahead.add(kid)
+                done.add(i)
+                kid = child_id(split, i)
                 req = work.decompose_req_ahead(tree, n, p, i, self.strategy, self.rng.randrange(2**31))
                 self.job = _Job(self.ticket(), kid, None, 0, 0, parent=n.id, split=split)
                 return [Ask(self.job.ticket, req, kid), log("debug", "working ahead of a decision", node=kid)]
@@ -179,11 +171,13 @@ class Decomposer(Behaviour):
                 return [Publish(body), log("info", "split proposed", node=n.id, refines=job.refines,
                                            subgoals=len(body.subgoals))]
         if isinstance(answer, LLMBadOutput):
+            if not retry or self.job is not None:  # the node is wanted again like any other
+                return [Count(Metric.LLM_BAD_OUTPUT),
+                        log("info", "unusable split worked out ahead; dropped", node=n.id,
+                            error=str(answer)[:200])]
             out: list[Effect] = [Count(Metric.LLM_BAD_OUTPUT),
                                  log("info", "unusable split; trying another seed", node=n.id,
                                      attempt=job.attempt + 1, error=str(answer)[:200])]
-            if not retry or self.job is not None:
-                return out
             if job.attempt + 1 < self.timing.attempts:
                 return out + self._start(tree, n, job.refines, job.closed, job.attempt + 1)
             self.set_aside[n.id] = now + self.timing.set_aside_ms

@@ -82,6 +82,17 @@ def public_leader(n: NodeView, before: int) -> str | None:
     return None
 
 
+def likely_split(n: NodeView) -> str | None:
+    """The split a quorum prevoted on the undecided node ``n`` (its latest polka), if any:
+    what is decided next unless a later round overtakes it."""
+    if n.decided is not None or n.tally is None:
+        return None
+    polka = n.tally.latest_polka(before=n.tally.top_round + 1)
+    if polka is None or polka[1] == LEAF or n.proposal(polka[1]) is None:
+        return None
+    return polka[1]
+
+
 def _mean(n: NodeView, pid: str) -> float:
     pv = n.proposal(pid)
     return pv.mean_score() if pv else 0.0
