@@ -137,3 +137,32 @@ def test_bench_command_latejoin_section(tmp_path):
     assert all(run.get("digest_equal") for run in lj["runs"]), lj["runs"]
     assert lj["ids"]["pulled"] == 300 and lj["pages"]["pulled"] == 900
     assert "## Late join" in r.stdout
+
+
+def test_work_done_ahead_of_a_decision_counts_only_after_it_and_a_dead_one_is_wasted():
+    """A decomposer that started on a child before its split was decided: only the LLM time
+    after the decision lies on the critical path; a call for a child that never came to be is
+    wasted."""
+    from agent.central import CallRecord
+    from agent.core.plan import child_id
+    from builders import T0, ev, goal, ident, precommit, proposal
+
+    u, d1, d2 = ident("user"), ident("d1"), ident("d2")
+    s = [ident(f"s{i}") for i in range(3)]
+    g = goal(u, scorers=3)
+    p = proposal(d1, g.id, ["A one", "A two", "A three"], wall=10)
+    decision = [precommit(x, g.id, p.id, 1, 100 + i) for i, x in enumerate(s[:2])]
+    kid = child_id(p.id, 0)
+    q = proposal(d2, kid, ["Step one", "Step two", "Step three"], wall=150)
+    names = {d1.peer_id: "decomposer-1", d2.peer_id: "decomposer-2"}
+    events = [g, p, *decision, q]
+    for end, llm, react in ((T0 + 140, 39, 10), (T0 + 90, 0, 49)):  # answered after / before it
+        call = CallRecord("decomposer-2", "decomposer", "decompose", kid, T0 + 60, end, "answered")
+        cp = CriticalPath(events, [call], [], names)
+        assert cp._proposal(cp.plan.events[q.id]).id == decision[1].id
+        segs = {sg.category: sg.ms for sg in cp.segments}
+        assert segs.get("llm: decompose", 0) == llm  # from the decision (T0 + 101) on
+        assert sum(v for k, v in segs.items() if "reaction" in k) == react
+    dead = CallRecord("decomposer-2", "decomposer", "decompose", child_id("ab" * 32, 0), T0 + 60, T0 + 90, "answered")
+    live = CallRecord("decomposer-2", "decomposer", "decompose", kid, T0 + 60, T0 + 140, "answered")
+    assert llm_calls(events, [dead, live], names)["decompose"] == {"useful": 1, "wasted": 1, "cancelled": 0}

@@ -287,3 +287,28 @@ def test_restarted_view_that_lost_a_received_result_converges_after_its_sync():
     for node, ne in obs.by_node.items():
         if ne.claims:
             assert ex.intake.plan.leases(node).counted.id == obs.leases(node).counted.id
+
+
+def test_competition_counts_choices_among_splits_not_leaf_judgments():
+    """A first-round LEAF prevote is the elector's judgment of the node (it does not wait for
+    the splits to be scored): it neither makes a node 'voted' nor counts unjudged splits."""
+    from agent.core.consensus import LEAF
+    from agent.core.plan import fold
+    from agent.sim.measure import competition
+    from builders import goal, ident, prevote, proposal, score
+
+    u, d1, d2 = ident("user"), ident("d1"), ident("d2")
+    s0, s1 = ident("s0"), ident("s1")
+    g = goal(u, scorers=3)
+    p1 = proposal(d1, g.id, ["A one", "A two", "A three"], wall=10)
+    p2 = proposal(d2, g.id, ["B one", "B two", "B three"], wall=11)
+    leaf_only = [g, p1, p2, prevote(s0, g.id, LEAF, 1, 20)]
+    assert competition(fold(leaf_only)) == competition(fold([g, p1, p2]))
+    assert competition(fold(leaf_only)).voted == 0
+    judged = leaf_only + [score(s1, g.id, p1.id, wall=30), score(s1, g.id, p2.id, wall=31),
+                          prevote(s1, g.id, p1.id, 1, 40)]
+    c = competition(fold(judged))
+    assert (c.voted, c.judged_two, c.unscored) == (1, 1, 0)
+    unjudged = leaf_only + [score(s1, g.id, p1.id, wall=30), prevote(s1, g.id, p1.id, 1, 40)]
+    c = competition(fold(unjudged))
+    assert (c.voted, c.judged_two, c.unscored) == (1, 0, 1)
