@@ -145,7 +145,7 @@ def test_work_done_ahead_of_a_decision_counts_only_after_it_and_a_dead_one_is_wa
     wasted."""
     from agent.central import CallRecord
     from agent.core.plan import child_id
-    from builders import T0, ev, goal, ident, precommit, proposal
+    from builders import T0, goal, ident, precommit, proposal
 
     u, d1, d2 = ident("user"), ident("d1"), ident("d2")
     s = [ident(f"s{i}") for i in range(3)]
