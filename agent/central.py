@@ -49,7 +49,7 @@ def central_timing() -> Timing:
         # all decomposers are asked at once and every one answers: scorers wait for all of them
         proposal_window_min_ms=NEVER_MS, proposal_window_max_ms=NEVER_MS,
         prevote_timeout_ms=NEVER_MS, precommit_timeout_ms=NEVER_MS, round_timeout_ms=NEVER_MS,
-        settle_ms=0, startup_sync_ms=0, lease_ms=120_000, lease_margin_ms=0,
+        settle_ms=0, startup_sync_ms=0, lease_ms=120_000, lease_margin_ms=0, review_window_ms=NEVER_MS,
     )
 
 
@@ -62,6 +62,8 @@ class CallRecord:
     start_ms: float
     end_ms: float | None = None
     outcome: str = "running"  # answered | cancelled | error
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 @dataclass
@@ -89,6 +91,7 @@ def wall_ms() -> float:
 class Central:
     def __init__(self, llm: LLM, *, decomposers: int = 3, scorers: int = 3, executors: int = 2,
                  max_depth: int = 2, max_children: int = 4, max_rounds: int = 2,
+                 brief: bool = True, max_attempts: int = 2,
                  timing: Timing | None = None, tag: str = "bench", seed: int = 0) -> None:
         self.llm = llm
         self.timing = timing or central_timing()
@@ -109,7 +112,8 @@ class Central:
         self.submitter = bench_identity("submitter", tag)
         electorate = tuple(sorted(a.identity.peer_id for a in self.agents if a.role == "scorer"))
         self.params = PlanParams(electorate=electorate, quorum=len(electorate) // 2 + 1,
-                                 max_depth=max_depth, max_children=max_children, max_rounds=max_rounds)
+                                 max_depth=max_depth, max_children=max_children, max_rounds=max_rounds,
+                                 brief=brief, max_attempts=max_attempts if max_attempts > 1 else 0)
         self.calls: list[CallRecord] = []
         self._live: dict[tuple[int, int], tuple[trio.CancelScope, CallRecord]] = {}
         self._wake: dict[int, float] = {}
@@ -133,10 +137,10 @@ class Central:
         return self.intake.sign(ident, body, self.now())
 
     # ------------------------------------------------------------------ running
-    async def run(self, goal: str, timeout: float = 3600.0) -> CentralResult:
+    async def run(self, goal: str, timeout: float = 3600.0, description: str = "") -> CentralResult:
         for a in self.agents:
             self._publish(a.identity, Hello(role=a.role, name=a.name))
-        g = self._publish(self.submitter, Goal(title=goal, params=self.params))
+        g = self._publish(self.submitter, Goal(title=goal, description=description, params=self.params))
         t0 = time.monotonic()
         with trio.fail_after(timeout):
             async with trio.open_nursery() as nursery:
@@ -227,6 +231,7 @@ class Central:
 
                     ans = await complete(req)
                     answer: Any = LLMReply(ans.value, ans.prompt_tokens, ans.completion_tokens)
+                    rec.prompt_tokens, rec.completion_tokens = ans.prompt_tokens, ans.completion_tokens
                 else:
                     from agent.behaviour.effects import LLMReply
 

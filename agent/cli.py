@@ -328,22 +328,25 @@ def demo(
 @app.command("eval")
 def eval_cmd(
     model: str = typer.Option("smollm2-135m", "--model", help="embedded model name or GGUF path"),
-    llm: str = typer.Option("llamacpp", help="llamacpp|ollama|scripted (scripted: a test double)"),
+    llm: str = typer.Option("llamacpp", help="llamacpp|ollama|openai|scripted (scripted: a test double)"),
     goals: str = typer.Option("", help="comma-separated goal ids (default: all)"),
     limit: Optional[int] = typer.Option(None, min=1, help="only the first N goals"),
     max_depth: int = typer.Option(2, min=1, max=4),
-    max_children: int = typer.Option(4, min=2, max=8),
-    proposals: int = typer.Option(2, min=1, max=5, help="competing splits per node"),
+    max_children: int = typer.Option(6, min=2, max=8),
+    planners: str = typer.Option("single,swarm", help="which planners to run: single, swarm or both"),
+    single_max_tokens: int = typer.Option(1200, min=100, max=4000, help="the direct call's answer budget"),
     out: Path = typer.Option(Path("out/eval.json"), "--out", help="where the JSON results go"),
     markdown_dir: Optional[Path] = typer.Option(None, help="also write each plan as Markdown here"),
-    compare: Optional[Path] = typer.Option(None, help="an earlier results file to compare with"),
-    threads: int = typer.Option(1, min=1, max=64, help="llama.cpp threads"),
+    blind_dir: Optional[Path] = typer.Option(None, help="write the blind side-by-side pairs here"),
+    resume: bool = typer.Option(False, help="keep the goals already in --out and run the rest"),
+    threads: int = typer.Option(2, min=1, max=64, help="llama.cpp threads"),
     list_goals: bool = typer.Option(False, "--list", help="list the goals and exit"),
     rescore: Optional[Path] = typer.Option(None, help="measure the plans of an earlier results "
                                            "file again with the current metrics (no model runs)"),
 ) -> None:
-    """The plan-quality benchmark: plan fixed goals with one model, score the plans with
-    deterministic metrics (docs/quality.md), print a table, write JSON."""
+    """The plan-quality benchmark: each fixed goal planned by the swarm and by one direct call of
+    the same model, both scored by the same metrics (docs/quality.md), side by side, with
+    their time and tokens; JSON, Markdown and blind pairs."""
     import trio
     from rich.console import Console
 
@@ -351,23 +354,39 @@ def eval_cmd(
     from agent.eval.goals import GOALS
     from agent.eval.runner import EvalConfig, run_eval, write_json
     from agent.llm.base import LLMError
-    from agent.render import markdown_from_json
 
-    console = Console(width=max(Console().width, 200))  # the table is wide
+    console = Console(width=max(Console().width, 220))  # the table is wide
     if list_goals:
         for g in GOALS:
             console.print(f"{g.id:20} {g.domain:10} {g.title}", highlight=False)
         return
     if rescore is not None:
-        data = report.rescore(report.load(rescore))
+        from agent.eval.metrics import aggregate, plan_metrics
+        from agent.eval.plans import from_text, from_tree_json
+        from agent.eval.goals import goal_by_id
+
+        data = report.load(rescore)
+        for g in data["goals"]:
+            eg = goal_by_id(g["id"])
+            for planner, run in g["runs"].items():
+                if run.get("error"):
+                    continue
+                doc = from_tree_json(g["tree"]) if planner == "swarm" else from_text(eg.title, run["plan"])
+                run["metrics"] = plan_metrics(doc, description=eg.description, aspects=eg.aspects)
+        data["aggregate"] = {p: aggregate([g["runs"][p]["metrics"] for g in data["goals"] if p in g["runs"]
+                                           and g["runs"][p].get("metrics")]) for p in ("single", "swarm")}
         write_json(data, out)
         console.print(report.table(data))
-        if compare is not None:
-            console.print(report.compare(report.load(compare), data))
         return
+    chosen = {p.strip() for p in planners.split(",") if p.strip()}
+    if not chosen or chosen - {"single", "swarm"}:
+        err.print("[red]error:[/red] --planners takes single, swarm or single,swarm")
+        raise typer.Exit(2)
     s = _settings(log_level="warning", llm=llm, llamacpp_model=model, llamacpp_threads=threads)
     cfg = EvalConfig(goals=[g.strip() for g in goals.split(",") if g.strip()], limit=limit,
-                     max_depth=max_depth, max_children=max_children, proposals=proposals)
+                     max_depth=max_depth, max_children=max_children, single="single" in chosen,
+                     swarm="swarm" in chosen, single_max_tokens=single_max_tokens)
+    done = report.load(out) if resume and out.exists() else None
 
     async def main() -> dict:
         from agent.llm import make_llm
@@ -375,9 +394,9 @@ def eval_cmd(
         backend = await make_llm(s)
         try:
             name = model if backend.backend == "llamacpp" else getattr(backend, "model", llm)
-            return await run_eval(backend, cfg, model=str(name),
+            return await run_eval(backend, cfg, model=str(name), done=done,
                                   say=lambda m: console.print(m, highlight=False, markup=False),
-                                  render=markdown_from_json)
+                                  save=lambda d: write_json(d, out))
         finally:
             await backend.aclose()
 
@@ -390,11 +409,14 @@ def eval_cmd(
     if markdown_dir is not None:
         markdown_dir.mkdir(parents=True, exist_ok=True)
         for g in data["goals"]:
-            (markdown_dir / f"{g['id']}.md").write_text(g.get("markdown", ""))
+            for planner, run in g["runs"].items():
+                if run.get("plan"):
+                    (markdown_dir / f"{g['id']}-{planner}.md").write_text(run["plan"])
+    if blind_dir is not None:
+        report.blind_pairs(data, blind_dir)
+        console.print(f"blind pairs in {blind_dir} (the key is in {blind_dir}-key.json)", highlight=False)
     console.print(report.table(data))
     console.print(f"results written to {out}", highlight=False)
-    if compare is not None:
-        console.print(report.compare(report.load(compare), data))
 
 
 models_app = typer.Typer(help="The embedded models: list them, install one (verified by sha256).")

@@ -19,7 +19,8 @@ def plan_params(settings: Settings, electorate: list[str]) -> PlanParams:
     return PlanParams(electorate=tuple(electorate), quorum=settings.quorum_for(len(electorate)),
                       max_depth=settings.max_depth, max_children=settings.max_children,
                       max_rounds=settings.max_rounds,
-                      max_lease_ms=int(settings.max_lease_seconds * 1000))
+                      max_lease_ms=int(settings.max_lease_seconds * 1000), brief=settings.brief,
+                      max_attempts=settings.max_attempts if settings.max_attempts > 1 else 0)
 
 
 def make_goal(settings: Settings, title: str, description: str, electorate: list[str]) -> Goal:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 from rich.text import Text
@@ -53,24 +54,49 @@ def _text(value: Any) -> str:
     return str(value or "").strip()
 
 
+def md_escape(text: str) -> str:
+    """Text safe inside Markdown: markup characters a title may carry are escaped, so a goal
+    titled ``<img src=x onerror=...>`` stays text in any renderer."""
+    return re.sub(r"([\\`*_\[\]<>#|])", r"\\\1", " ".join(str(text).split()))
+
+
+BRIEF_LABELS = {"duration": "Duration", "dates": "Dates", "budget": "Budget", "currency": "Currency",
+                "place": "Place", "people": "People", "constraints": "Constraints", "done": "Done when"}
+
+
+def _brief_lines(brief: Mapping[str, Any] | None, settled: bool) -> list[str]:
+    if not brief:
+        return ["## Working assumptions", "", "_(being settled)_" if not settled else "_(none settled)_", ""]
+    lines = ["## Working assumptions", ""]
+    for key, label in BRIEF_LABELS.items():
+        value = str(brief.get(key) or "").strip()
+        if value:
+            lines.append(f"- **{label}**: {md_escape(value)}")
+    return lines + [""]
+
+
 def markdown_from_json(root: Mapping[str, Any]) -> str:
-    """One Markdown document for a plan given as JSON (a ``NodeView.to_json()`` goal, or a node
-    of the quality benchmark): the goal, its executive summary (the root's synthesised answer)
-    when there is one, then numbered sections. A node shows its own answer where it has one,
-    a leaf its result, so the document reads top-down as one plan rather than leaf texts in a
-    row."""
-    lines: list[str] = [f"# {root.get('title', '').strip()}", ""]
+    """One Markdown document for a plan given as JSON (a ``NodeView.to_json()`` goal): the
+    goal, its working assumptions (the brief), the plan's answer (the root's synthesis: a
+    summary and the ordered steps with their key content), then every step in detail, in
+    order. A split step shows its own answer before its parts."""
+    lines: list[str] = [f"# {md_escape(root.get('title', '').strip())}", ""]
     if str(root.get("description") or "").strip():
-        lines += [f"_{root['description'].strip()}_", ""]
-    summary = _text(root.get("answer"))
-    if summary:
-        lines += ["## Summary", "", summary, ""]
-    elif not root.get("children") and _text(root.get("result")):
+        lines += [f"_{md_escape(root['description'].strip())}_", ""]
+    if "brief" in root or "brief_settled" in root:
+        lines += _brief_lines(root.get("brief"), bool(root.get("brief_settled", True)))
+    children = root.get("children") or ()
+    answer = _text(root.get("answer")) or (_text(root.get("result")) if children else "")
+    if answer:
+        lines += ["## The plan", "", answer, ""]
+    elif not children and _text(root.get("result")):
         lines += [_text(root.get("result")), ""]
+    elif children:
+        lines += ["## The plan", "", "_(the answer is written once every step is done)_", ""]
 
     def add(n: Mapping[str, Any], number: str, depth: int) -> None:
         hashes = "#" * min(6, depth + 1)
-        lines.append(f"{hashes} {number} {str(n.get('title', '')).strip()}")
+        lines.append(f"{hashes} {number} {md_escape(str(n.get('title', '')).strip())}")
         lines.append("")
         body = _text(n.get("answer")) or _text(n.get("result"))
         if body:
@@ -80,11 +106,10 @@ def markdown_from_json(root: Mapping[str, Any]) -> str:
         for i, c in enumerate(n.get("children") or (), 1):
             add(c, f"{number}{i}.", depth + 1)
 
-    children = root.get("children") or ()
-    if children and summary:
-        lines += ["## The plan", ""]
+    if children:
+        lines += ["## The steps in detail", ""]
     for i, c in enumerate(children, 1):
-        add(c, f"{i}.", 2 if summary else 1)
+        add(c, f"{i}.", 2)
     return "\n".join(lines).rstrip() + "\n"
 
 

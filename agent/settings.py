@@ -155,6 +155,9 @@ class Settings(BaseSettings):
     max_depth: int = Field(2, ge=0, le=6)
     max_children: int = Field(5, ge=2, le=12)
     max_rounds: int = Field(2, ge=1, le=10)
+    brief: bool = Field(True, description="settle a goal's working assumptions (a brief) before its tree grows")
+    max_attempts: int = Field(2, ge=1, le=9,
+                              description="attempts a task gets: results before the last are reviewed by the electorate")
     max_lease_seconds: float = Field(300.0, ge=1, le=3600,
                                      description="no claim holds a task longer, renewals included")
 

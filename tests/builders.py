@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 
 from agent.core.events import (
-    Claim, Event, Goal, Hello, PlanParams, Proposal, Release, Renew, Result, Score, Subgoal, Vote,
-    sign_event,
+    Brief, Claim, Event, Goal, Hello, PlanParams, Proposal, Release, Renew, Result, Review, Score,
+    Subgoal, Vote, sign_event,
 )
 from agent.core.hlc import Timestamp
 from agent.core.identity import Identity
@@ -24,12 +24,13 @@ def ev(who: Identity, body, wall: int, logical: int = 0) -> Event:
 
 
 def params(scorers=3, quorum=None, max_depth=2, max_children=5, max_rounds=2, max_lease_ms=300_000,
-           electorate=None) -> PlanParams:
+           electorate=None, brief=False, max_attempts=0) -> PlanParams:
     electorate = electorate if electorate is not None else [ident(s).peer_id for s in SCORERS[:scorers]]
     electorate = sorted(electorate)
     quorum = quorum if quorum is not None else len(electorate) // 2 + 1
     return PlanParams(electorate=tuple(electorate), quorum=quorum, max_depth=max_depth,
-                      max_children=max_children, max_rounds=max_rounds, max_lease_ms=max_lease_ms)
+                      max_children=max_children, max_rounds=max_rounds, max_lease_ms=max_lease_ms,
+                      brief=brief, max_attempts=max_attempts)
 
 
 def goal(who, wall=0, title="Plan a two-week trip to Japan", **kw) -> Event:
@@ -40,9 +41,24 @@ def hello(who, role, wall=0) -> Event:
     return ev(who, Hello(role=role, name=role), wall)
 
 
-def proposal(who, node, titles, wall=10, strategy="by place", refines=None, atomic=()) -> Event:
-    subs = tuple(Subgoal(title=t, description=f"about {t}", atomic=i in atomic) for i, t in enumerate(titles))
+def proposal(who, node, titles, wall=10, strategy="by place", refines=None, atomic=(), after=None) -> Event:
+    """``after``: {subgoal position (1-based): positions of the earlier ones it follows}."""
+    after = after or {}
+    subs = tuple(Subgoal(title=t, description=f"about {t}", atomic=i in atomic, after=tuple(after.get(i + 1, ())))
+                 for i, t in enumerate(titles))
     return ev(who, Proposal(node=node, strategy=strategy, subgoals=subs, refines=refines), wall)
+
+
+BRIEF = {"duration": "14 days", "dates": "1-14 April 2027", "budget": "4000 EUR", "currency": "EUR",
+         "place": "Tokyo and Kyoto", "people": "2 adults", "done": "back home"}
+
+
+def brief(who, goal_id, wall=5, **facts) -> Event:
+    return ev(who, Brief(node=goal_id, **{**BRIEF, **facts}), wall)
+
+
+def review(who, node, result_id, accept=True, wall=70, problems=()) -> Event:
+    return ev(who, Review(node=node, result=result_id, accept=accept, problems=tuple(problems)), wall)
 
 
 def score(who, node, prop, wall=15, acceptable=True, x=0.7, feedback="") -> Event:

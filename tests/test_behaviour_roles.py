@@ -331,7 +331,7 @@ def test_executor_retries_unusable_results_and_takes_the_last_schema_valid_answe
     x.answered(c.ticket, mine, derive(fold(evs), T0 + 20), T0 + 20)
     (sync,) = [e for e in x.poll(derive(fold(evs), T0 + 600), T0 + 600) if isinstance(e, SyncPeers)]
     (a,) = asks(x.answered(sync.ticket, SyncDone(0, 3), derive(fold(evs), T0 + 650), T0 + 650))
-    digits = LLMReply({"result": "1234567890 1234567890"})
+    digits = LLMReply({"actions": [{"do": f"1234567890 123456789{i}", "cost": "", "when": ""} for i in range(3)]})
     seeds = set()
     for i in range(2):
         seeds.add(a.request.seed)

@@ -72,12 +72,15 @@ def test_round_one_waits_for_every_known_decomposer_or_a_scaled_window():
     r.evs.append(ps[0])
     out = r.step(T0 + 5010)  # the first split took ~5 s: wait about 2 x 5 s more
     assert not r.votes()
-    assert any(isinstance(e, Publish) and isinstance(e.body, Score) for e in out)  # judged meanwhile
+    # splits are judged side by side: the ranking waits for the competition too
+    assert not any(isinstance(e, Publish) and isinstance(e.body, Score) for e in out) and not r.asks
     waits = [e.at_ms for e in out if isinstance(e, WakeAt)]
     assert waits and min(waits) == T0 + 5010 + 10_000
     r.step(T0 + 14_000)
-    assert not r.votes()
-    r.step(T0 + 15_010)
+    assert not r.votes() and not r.asks
+    out = r.step(T0 + 15_010)
+    assert [a.request.kind for a in r.asks] == ["rank"]
+    assert any(isinstance(e, Publish) and isinstance(e.body, Score) and e.body.rank == 1 for e in out)
     (v,) = r.votes()
     assert v.phase == "prevote" and v.round == 1 and v.value == ps[0].id
 
@@ -91,7 +94,10 @@ def test_round_one_starts_at_once_when_every_known_decomposer_proposed():
     (v,) = r.votes()
     assert v.round == 1 and v.value in {p.id for p in ps}
     assert [e.value for e in out if isinstance(e, Observe)] == [3]  # judged side by side
-    assert len(r.asks) == 3  # each split judged once
+    (rank,) = r.asks  # one ranking of all three splits, not three ratings
+    assert rank.request.kind == "rank" and len(rank.request.context["splits"]) == 3
+    scores = [b for b in r.published if isinstance(b, Score)]
+    assert sorted(s.rank for s in scores) == [1, 2, 3] and {s.proposal for s in scores} == {p.id for p in ps}
 
 
 def test_precommit_only_on_a_polka_then_locked():
@@ -184,9 +190,11 @@ def test_scoring_stops_when_the_node_is_decided():
     g, hellos, ps = setup(props=2)
     r = Run([g] + hellos + ps)
     r.step(T0 + 2000, answer_llm=False)
-    assert len(r.asks) == 1
-    r.evs += [precommit(S[1], g.id, ps[0].id, 1, 2100), precommit(S[2], g.id, ps[0].id, 1, 2100)]
-    out = r.step(T0 + 2200, answer_llm=False)
+    assert not r.asks  # 2 of 3 decomposers: the ranking waits the competition window
+    r.step(T0 + 3100, answer_llm=False)
+    assert len(r.asks) == 1 and r.asks[0].request.kind == "rank"
+    r.evs += [precommit(S[1], g.id, ps[0].id, 1, 3150), precommit(S[2], g.id, ps[0].id, 1, 3150)]
+    out = r.step(T0 + 3200, answer_llm=False)
     (cancel,) = [e for e in out if isinstance(e, Cancel)]
     assert cancel.ticket == r.asks[0].ticket
     # nothing more is asked about the decided node (its children are new nodes to judge)
@@ -230,17 +238,17 @@ def test_a_node_judged_doable_gets_leaf_without_its_splits_being_scored():
     r.step(T0 + 1300)
     votes = {v.node: v.value for v in r.votes() if v.phase == "prevote"}
     assert votes.get(kid) == LEAF
-    scored = [a for a in r.asks if a.request.kind == "score" and a.node == kid]
+    scored = [a for a in r.asks if a.request.kind == "rank" and a.node == kid]
     assert scored == []
     assert not [b for b in r.published if isinstance(b, Score) and b.node == kid]
     # once round 1 ends without a decision, the splits are judged after all
     r.evs += [prevote(S[1], kid, splits[0].id, 1, 1400), prevote(S[2], kid, splits[1].id, 1, 1400)]
     r.step(T0 + 1450)
-    assert not [a for a in r.asks if a.request.kind == "score" and a.node == kid]
+    assert not [a for a in r.asks if a.request.kind == "rank" and a.node == kid]
     assert [v.value for v in r.votes() if v.node == kid and v.phase == "precommit"] == [NIL]
     r.evs += [precommit(S[1], kid, NIL, 1, 1500), precommit(S[2], kid, NIL, 1, 1500)]
     r.step(T0 + 1600)
-    assert {a.request.context.get("title") for a in r.asks if a.request.kind == "score" and a.node == kid}
+    assert {a.request.context.get("title") for a in r.asks if a.request.kind == "rank" and a.node == kid}
 
 
 def test_startup_sync_barrier():

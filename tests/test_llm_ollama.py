@@ -15,11 +15,14 @@ from agent.llm.base import LLMBadOutput, LLMError, LLMUnavailable, ModelMissing,
 from agent.llm.llamacpp_backend import LlamaCppLLM
 from agent.llm.ollama_backend import OllamaLLM, model_matches
 from agent.llm.prompts import (
+    Frame,
+    brief_request,
     decompose_request,
     execute_request,
     parse_decomposition,
-    parse_score,
-    score_request,
+    rank_request,
+    review_request,
+    synthesis_request,
 )
 from agent.llm.scripted import ScriptedLLM
 from agent.settings import Settings
@@ -60,14 +63,14 @@ def settings(**kw) -> Settings:
 
 
 def decompose(seed=None):
-    return decompose_request(goal=GOAL, path=[GOAL], title=GOAL, description="",
+    return decompose_request(Frame(GOAL), path=[GOAL], title=GOAL, description="",
                              strategy="by place", max_children=4, seed=seed)
 
 
-GOOD_SPLIT = {"subgoals": [
-    {"title": "Tokyo", "description": "Three days"},
-    {"title": "Kyoto", "description": "Temples"},
-    {"title": "Osaka", "description": "Food"},
+GOOD_SPLIT = {"steps": [
+    {"title": "Tokyo", "description": "Three days", "after": []},
+    {"title": "Kyoto", "description": "Temples", "after": [1]},
+    {"title": "Osaka", "description": "Food", "after": []},
 ]}
 
 
@@ -87,10 +90,10 @@ async def test_each_kind_succeeds_with_the_schema_sent_as_format(fake):
     assert sent["messages"][1]["content"] == req.prompt
 
     # no canned reply: the fake answers with a minimal instance of the schema
-    sreq = score_request(goal=GOAL, title=GOAL, description="", strategy="by place",
-                         subgoals=GOOD_SPLIT["subgoals"], scorer="me")
-    assert parse_score(await llm.generate(sreq))["specificity"] == 0.0
-    ereq = execute_request(goal=GOAL, path=[GOAL], title="Tokyo", description="")
+    rreq = rank_request(Frame(GOAL), path=[], title=GOAL, description="",
+                        splits=[GOOD_SPLIT["steps"], GOOD_SPLIT["steps"][:2]], scorer="me")
+    assert schema_errors(await llm.generate(rreq), rreq.schema) == []
+    ereq = execute_request(Frame(GOAL), path=[GOAL], title="Tokyo", description="")
     assert schema_errors(await llm.generate(ereq), ereq.schema) == []
     assert llm.last_timings["completion_tokens"] >= 1
     await llm.aclose()
@@ -116,7 +119,7 @@ async def test_a_missing_model_says_how_to_fix_it_and_is_not_retried(fake):
 
 async def test_invalid_json_then_a_valid_answer_is_retried_with_another_seed(fake):
     llm = make(fake.url)
-    fake.replies.extend(['{"subgoals": [ {"title": "Tok', GOOD_SPLIT])
+    fake.replies.extend(['{"steps": [ {"title": "Tok', GOOD_SPLIT])
     answer = await llm.generate(decompose(seed=7))
     assert answer == GOOD_SPLIT
     seeds = [r["options"]["seed"] for r in fake.chat_requests()]
@@ -125,8 +128,8 @@ async def test_invalid_json_then_a_valid_answer_is_retried_with_another_seed(fak
 
 async def test_json_that_breaks_the_schema_is_retried(fake):
     llm = make(fake.url)
-    too_many = {"subgoals": GOOD_SPLIT["subgoals"] * 3}  # 6 > maxItems 4
-    fake.replies.extend([too_many, {"subgoals": "Tokyo"}, GOOD_SPLIT])
+    too_many = {"steps": GOOD_SPLIT["steps"] * 3}  # 6 > maxItems 4
+    fake.replies.extend([too_many, {"steps": "Tokyo"}, GOOD_SPLIT])
     assert await llm.generate(decompose()) == GOOD_SPLIT
     assert len(fake.chat_requests()) == 3
 
@@ -141,7 +144,7 @@ async def test_always_invalid_gives_bad_output_after_all_attempts(fake):
 
 async def test_generate_parsed_asks_again_when_the_split_is_unusable(fake):
     llm = make(fake.url, retries=0)
-    same = {"subgoals": [{"title": "Japan", "description": ""}] * 3}
+    same = {"steps": [{"title": "Japan", "description": "", "after": []}] * 3}
     fake.replies.extend([same, GOOD_SPLIT])
     parse = lambda a: parse_decomposition(a, max_children=4)  # noqa: E731
     assert [s["title"] for s in await generate_parsed(llm, decompose(seed=3), parse)] == \
@@ -256,7 +259,9 @@ async def test_the_fake_speaks_the_official_client(fake):
 
 
 def test_minimal_instance_is_valid_for_every_schema():
-    for req in (decompose(), execute_request(goal=GOAL, path=[], title="t", description=""),
-                score_request(goal=GOAL, title=GOAL, description="", strategy="x", subgoals=[],
-                              scorer="s")):
+    f = Frame(GOAL, "2027-01-01", {"currency": "EUR"})
+    for req in (decompose(), execute_request(f, path=[], title="t", description=""),
+                rank_request(f, path=[], title=GOAL, description="", splits=[[{"title": "a"}]] * 3, scorer="s"),
+                brief_request(f), review_request(f, path=[], title="t", description="", result="r"),
+                synthesis_request(f, path=[], title=GOAL, description="", children=[("a", "b"), ("c", "d")])):
         assert schema_errors(minimal_instance(req.schema), req.schema) == []

@@ -1,254 +1,170 @@
-"""Request builders, schemas and answer parsers of agent.llm.prompts, and the validator."""
+"""The prompts and the answer parsers: bounded schemas (from the pydantic answer models), the
+shared prefix every request of a goal starts with, and parsers that clean what a small model
+writes and refuse answers that contradict themselves."""
 
-from __future__ import annotations
+import json
 
 import pytest
 
-from agent.llm import prompts
-from agent.llm.base import LLMBadOutput, LLMRequest, parse_json_answer, schema_errors, validate
-from agent.llm.prompts import (
-    decompose_request,
-    execute_request,
-    parse_decomposition,
-    parse_execution,
-    parse_score,
-    score_request,
-    token_budget,
-)
+from agent.llm import prompts as P
+from agent.llm.base import LLMBadOutput, schema_errors, validate
 
 GOAL = "Plan a two-week trip to Japan"
+BRIEF = {"duration": "14 days", "dates": "1-14 April 2027", "budget": "4,000 EUR for two",
+         "currency": "EUR", "place": "Tokyo, Kyoto and Osaka, from Berlin", "people": "2 adults",
+         "constraints": "", "done": "home again with every night booked"}
+F = P.Frame(GOAL, "2027-01-10", BRIEF)
+SPLIT = [{"title": "Book flights Berlin to Tokyo"}, {"title": "Buy a 7-day rail pass"}]
 
 
-def walk_bounded(schema: dict, where: str = "$") -> list[str]:
-    """Every place in ``schema`` that is not bounded for constrained decoding."""
-    problems = []
-    typ = schema.get("type")
-    if typ == "object":
-        props = schema.get("properties", {})
-        if not props:
-            problems.append(f"{where}: object without properties")
-        if schema.get("additionalProperties") is not False:
-            problems.append(f"{where}: additionalProperties is not false")
-        if set(schema.get("required", [])) != set(props):
-            problems.append(f"{where}: not every property is required")
-        for k, v in props.items():
-            problems += walk_bounded(v, f"{where}.{k}")
-    elif typ == "array":
-        if "minItems" not in schema or "maxItems" not in schema:
-            problems.append(f"{where}: array without minItems/maxItems")
-        problems += walk_bounded(schema.get("items", {}), f"{where}[]")
-    elif typ == "string":
-        if "maxLength" not in schema:
-            problems.append(f"{where}: string without maxLength")
-    elif typ in ("integer", "number"):
-        if "minimum" not in schema or "maximum" not in schema:
-            problems.append(f"{where}: number without minimum/maximum")
-    elif typ != "boolean":
-        problems.append(f"{where}: unexpected type {typ!r}")
-    return problems
-
-
-def all_requests(max_children: int = 5) -> list[LLMRequest]:
-    subs = [{"title": "Tokyo", "description": "See Tokyo", "atomic": True},
-            {"title": "Kyoto", "description": "", "atomic": False}]
+def every_request():
     return [
-        decompose_request(goal=GOAL, path=[GOAL], title=GOAL, description="", strategy="by place",
-                          max_children=max_children, seed=3),
-        decompose_request(goal=GOAL, path=[GOAL], title=GOAL, description="two weeks",
-                          strategy="by day", max_children=max_children, previous=subs,
-                          feedback=["too vague"]),
-        score_request(goal=GOAL, title=GOAL, description="", strategy="by place", subgoals=subs,
-                      scorer="peer-a"),
-        execute_request(goal=GOAL, path=[GOAL, "Tokyo"], title="Tokyo", description="See it"),
+        P.brief_request(P.Frame(GOAL, "2027-01-10")),
+        P.decompose_request(F, path=[], title=GOAL, description="", strategy="outline", max_children=6),
+        P.rank_request(F, path=[], title=GOAL, description="", splits=[SPLIT, SPLIT[:1] * 2], scorer="s"),
+        P.atomic_request(F, path=[GOAL], title="Buy a 7-day rail pass", description=""),
+        P.execute_request(F, path=[GOAL], title="Buy a 7-day rail pass", description="",
+                          parent_split=[s["title"] for s in SPLIT], position=2),
+        P.review_request(F, path=[GOAL], title="Buy a 7-day rail pass", description="", result="- Buy it."),
+        P.synthesis_request(F, path=[], title=GOAL, description="", children=[("a", "b"), ("c", "d")]),
     ]
 
 
-@pytest.mark.parametrize("max_children", [2, 5, 12])
-def test_every_schema_is_bounded(max_children):
-    for req in all_requests(max_children):
-        assert walk_bounded(req.schema) == [], req.kind
+def test_every_schema_is_bounded_and_max_tokens_cover_it():
+    for req in every_request():
+        assert req.max_tokens == P.token_budget(req.schema) > 0
+        json.dumps(req.schema)  # plain JSON, references inlined
+        assert "$ref" not in json.dumps(req.schema)
 
 
-def test_walk_bounded_catches_unbounded_schemas():
-    assert walk_bounded({"type": "array", "items": {"type": "string"}}) != []
-    assert walk_bounded({"type": "string"}) != []
-    with pytest.raises(ValueError):
-        token_budget({"type": "array", "items": {"type": "boolean"}})
-    with pytest.raises(ValueError):
-        token_budget({"type": "string"})
+def test_an_unbounded_schema_has_no_budget():
+    with pytest.raises(ValueError, match="maxItems"):
+        P.token_budget({"type": "array", "items": {"type": "string", "maxLength": 3}})
+    with pytest.raises(ValueError, match="maxLength"):
+        P.token_budget({"type": "string"})
 
 
-def max_string_chars(schema: dict) -> int:
-    """Characters in the longest possible strings of an answer."""
-    typ = schema.get("type")
-    if typ == "string":
-        return schema["maxLength"]
-    if typ == "array":
-        return schema["maxItems"] * max_string_chars(schema["items"])
-    if typ == "object":
-        return sum(max_string_chars(v) for v in schema["properties"].values())
-    return 0
+def test_every_request_of_a_goal_shares_its_prefix():
+    # the system message, the goal, its date and its brief come first, in every kind: a
+    # server's prompt cache reuses them across the whole plan
+    reqs = every_request()[1:]
+    assert len({r.system for r in reqs}) == 1
+    head = "\n".join(F.lines())
+    assert all(r.prompt.startswith(head) for r in reqs)
+    assert "currency: EUR" in head and "dates: 1-14 April 2027" in head
 
 
-def test_max_tokens_cover_the_worst_case_answer():
-    for req in all_requests():
-        assert req.max_tokens == token_budget(req.schema)
-        # at least one token per character of every string at its maximum length
-        assert req.max_tokens > max_string_chars(req.schema)
+def test_the_brief_parser_drops_empty_words_and_refuses_an_empty_brief():
+    got = P.parse_brief({**BRIEF, "constraints": "none", "people": "N/A", "currency": "eur"})
+    assert got["constraints"] == "" and got["people"] == "" and got["currency"] == "EUR"
+    empty = {k: "none" for k in BRIEF} | {"currency": "EUR"}
+    with pytest.raises(LLMBadOutput, match="open"):
+        P.parse_brief(empty)
 
 
-def test_decompose_request_carries_prompt_and_context():
-    req = decompose_request(goal=GOAL, path=[GOAL], title="Kyoto", description="temples",
-                            strategy="by component", max_children=4, seed=9)
-    assert req.kind == "decompose" and req.seed == 9
-    assert req.schema["properties"]["subgoals"]["maxItems"] == 4
-    assert req.schema["properties"]["subgoals"]["minItems"] == 3  # a restated task is dropped
-    assert prompts.decomposition_schema(2)["properties"]["subgoals"]["minItems"] == 2
-    assert "Kyoto" in req.prompt and "temples" in req.prompt
-    assert prompts.STRATEGY_HINTS["by component"] in req.prompt
-    assert "3 to 4 subgoals" in req.prompt
-    assert req.context["title"] == "Kyoto" and req.context["strategy"] == "by component"
-    assert req.context["max_children"] == 4 and req.context["previous"] is None
-    assert req.context["feedback"] == []
-    unknown = decompose_request(goal=GOAL, path=[], title=GOAL, description="",
-                                strategy="by budget", max_children=3)
-    assert "by budget" in unknown.prompt
-
-
-def test_decompose_request_for_a_refinement_shows_previous_split_and_feedback():
-    previous = [{"title": "Tokyo sights", "description": "", "atomic": False},
-                {"title": "Osaka food", "description": "", "atomic": True}]
-    req = decompose_request(goal=GOAL, path=[GOAL], title=GOAL, description="",
-                            strategy="by place", max_children=5, previous=previous,
-                            feedback=("Osaka food is vague",))
-    assert "Tokyo sights" in req.prompt and "Osaka food is vague" in req.prompt
-    assert "better split" in req.prompt
-    assert req.context["previous"] == previous
-    assert req.context["feedback"] == ["Osaka food is vague"]
-
-
-def test_decompose_request_rejects_max_children_below_two():
-    with pytest.raises(ValueError):
-        decompose_request(goal=GOAL, path=[], title=GOAL, description="", strategy="x",
-                          max_children=1)
-
-
-def test_parse_decomposition_accepts_a_good_answer():
-    answer = {"subgoals": [
-        {"title": "Tokyo", "description": "Three days in Tokyo"},
-        {"title": "Kyoto", "description": "Temples"},
+def test_decomposition_keeps_order_and_renumbers_what_steps_follow():
+    answer = {"steps": [
+        {"title": "1. Book flights", "description": "Berlin to Tokyo", "after": [1]},  # itself: dropped
+        {"title": "Book flights", "description": "again", "after": []},  # a repeat: dropped
+        {"title": "Buy a rail pass", "description": "7 days", "after": [1]},
+        {"title": "- Book hotels", "description": "", "after": [3, 9]},  # 9 does not exist
     ]}
-    # atomic is never taken from the proposer
-    assert parse_decomposition(answer, max_children=5) == [
-        {**s, "atomic": False} for s in answer["subgoals"]]
-
-
-def test_parse_decomposition_cleans():
-    answer = {"subgoals": [
-        {"title": "  Tokyo   city ", "description": "  a  b ", "atomic": False},
-        {"title": "TOKYO CITY", "description": "duplicate", "atomic": True},
-        {"title": "   ", "description": "empty title", "atomic": True},
-        {"title": "K" * 300, "description": "d" * 900, "atomic": "yes"},
-        "not an object",
-        {"title": "Osaka", "description": None, "atomic": True},
-        {"title": "Nara", "description": "over the limit of children", "atomic": True},
-    ]}
-    out = parse_decomposition(answer, max_children=3)
-    assert [s["title"] for s in out] == ["Tokyo city", "K" * 120, "Osaka"]
-    assert out[0]["description"] == "a b"
-    assert len(out[1]["description"]) == 600 and out[1]["atomic"] is False
-    assert out[2]["description"] == ""
-
-
-@pytest.mark.parametrize("answer", [
-    {"subgoals": [{"title": "Only one", "description": "", "atomic": True}]},
-    {"subgoals": [{"title": "Same", "description": "", "atomic": True},
-                  {"title": " same ", "description": "", "atomic": True}]},
-    {"subgoals": [{"title": "", "description": "x", "atomic": True},
-                  {"title": "Real", "description": "", "atomic": True}]},
-    {"subgoals": "Tokyo, Kyoto"},
-    {"steps": []},
-    ["not", "an", "object"],
-])
-def test_parse_decomposition_rejects_too_few_usable_subgoals(answer):
+    subs = P.parse_decomposition(answer, max_children=6)
+    assert [s["title"] for s in subs] == ["Book flights", "Buy a rail pass", "Book hotels"]
+    assert [s["after"] for s in subs] == [(), (1,), (2,)]
+    assert all(s["atomic"] is False for s in subs)
     with pytest.raises(LLMBadOutput):
-        parse_decomposition(answer, max_children=5)
+        P.parse_decomposition({"steps": [{"title": "x", "description": "", "after": []}]}, max_children=4)
 
 
-def test_score_request_lists_the_subgoals():
-    subs = [{"title": "Tokyo sights", "description": "temples", "atomic": True},
-            {"title": "Osaka food", "description": "", "atomic": True}]
-    req = score_request(goal=GOAL, title=GOAL, description="", strategy="by place",
-                        subgoals=subs, scorer="peer-b", seed=1)
-    assert req.kind == "score"
-    assert "1. Tokyo sights: temples" in req.prompt and "2. Osaka food" in req.prompt
-    assert req.context["scorer"] == "peer-b" and req.context["subgoals"] == subs
-    assert set(req.schema["required"]) == {"specificity", "non_overlap", "coverage", "feedback"}
+def test_a_refinement_shows_the_previous_split_and_what_is_missing():
+    req = P.decompose_request(F, path=[], title=GOAL, description="", strategy="by phase", max_children=5,
+                              previous=SPLIT, feedback=["missing: lodging for 13 nights"])
+    assert "criticised" in req.prompt and "Book flights Berlin to Tokyo" in req.prompt
+    assert "lodging for 13 nights" in req.prompt
 
 
-def test_parse_score_scales_and_clamps():
-    out = parse_score({"specificity": 7, "non_overlap": 15, "coverage": -2, "feedback": " ok "})
-    assert out == {"specificity": 0.7, "non_overlap": 1.0, "coverage": 0.0, "feedback": "ok"}
-    long = parse_score({"specificity": 1, "non_overlap": 1, "coverage": 1, "feedback": "x" * 999})
-    assert len(long["feedback"]) == 400
-    assert parse_score({"specificity": 1, "non_overlap": 1, "coverage": 1})["feedback"] == ""
+def test_the_ranking_is_one_choice_checked_against_its_own_reasons():
+    ok = {"plans": [{"plan": "A", "missing": "", "chores": 0}, {"plan": "B", "missing": "hotels", "chores": 2}],
+          "best": "A"}
+    r = P.parse_rank(ok, 2)
+    assert r.best == 0 and r.missing == ("", "hotels") and r.chores == (0, 2)
+    # best misses work while another misses nothing: refused
+    with pytest.raises(LLMBadOutput, match="misses"):
+        P.parse_rank({**ok, "best": "B"}, 2)
+    # equally complete, but the chosen one has more planning chores: refused
+    both = {"plans": [{"plan": "A", "missing": "", "chores": 3}, {"plan": "B", "missing": "", "chores": 0}],
+            "best": "A"}
+    with pytest.raises(LLMBadOutput, match="chores"):
+        P.parse_rank(both, 2)
+    # "none", "nothing" or a split's own letter in `missing` mean nothing is missing
+    vague = {"plans": [{"plan": "A", "missing": "None.", "chores": 0}, {"plan": "B", "missing": "A", "chores": 0}],
+             "best": "B"}
+    assert P.parse_rank(vague, 2).missing == ("", "")
+    with pytest.raises(LLMBadOutput, match="twice"):
+        P.parse_rank({"plans": [{"plan": "A", "missing": "", "chores": 0}] * 2, "best": "A"}, 2)
 
 
-@pytest.mark.parametrize("answer", [
-    {"specificity": 5, "non_overlap": 5, "feedback": "missing coverage"},
-    {"specificity": "high", "non_overlap": 5, "coverage": 5, "feedback": ""},
-    {"specificity": True, "non_overlap": 5, "coverage": 5, "feedback": ""},
-    {"specificity": float("nan"), "non_overlap": 5, "coverage": 5, "feedback": ""},
-    "8/10",
-])
-def test_parse_score_rejects_bad_answers(answer):
+def test_execution_carries_the_brief_the_steps_it_follows_and_the_reviewers_feedback():
+    req = P.execute_request(F, path=[GOAL], title="Book hotels", description="13 nights",
+                            parent_split=["Book flights", "Book hotels"], position=2,
+                            follows=[("Book flights", "- Fly LH716 on 1 April (620 EUR).")],
+                            previous="- I booked a hotel.", feedback=["written as a story"])
+    p = req.prompt
+    assert "2. Book hotels (this step)" in p and "LH716" in p
+    assert "sent back" in p and "written as a story" in p and "in EUR" in p
+
+
+def test_the_result_is_the_actions_each_a_sentence():
+    answer = {"actions": [{"do": "reserve Hotel Gracery Shinjuku for 4 nights", "cost": "600 EUR", "when": "1-5 April"},
+                          {"do": "Reserve Hotel Gracery Shinjuku for 4 nights", "cost": "", "when": ""},  # repeat
+                          {"do": "Buy a Suica card at Narita airport", "cost": "none", "when": ""}]}
+    text = P.parse_execution(answer)
+    assert text.splitlines() == ["- Reserve hotel Gracery Shinjuku for 4 nights (600 EUR; 1-5 April).",
+                                 "- Buy a Suica card at Narita airport."] or text.splitlines()[1] == \
+        "- Buy a Suica card at Narita airport."
+    assert all(line.endswith(".") for line in text.splitlines())
     with pytest.raises(LLMBadOutput):
-        parse_score(answer)
+        P.parse_execution({"actions": []})
 
 
-def test_execute_request_and_parse_execution():
-    req = execute_request(goal=GOAL, path=[GOAL, "Tokyo"], title="Book a hotel in Tokyo",
-                          description="near a station", seed=2)
-    assert req.kind == "execute" and "Book a hotel in Tokyo" in req.prompt
-    assert "Tokyo" in req.prompt.splitlines()[1]
-    assert parse_execution({"result": "  Booked   Hotel A.\n\n - 3 nights. "}) == \
-        "Booked Hotel A.\n- 3 nights."
-    # cut at the grammar's bound mid-sentence: ends at the last whole sentence
-    assert parse_execution({"result": "Booked Hotel A. Then we take the"}) == "Booked Hotel A."
-    assert parse_execution({"result": "}I booked it."}) == "I booked it."  # debris seen
-    assert len(parse_execution({"result": "Word. " * 1000})) <= 4000
+def test_a_review_counts_only_problems_it_quotes_and_may_not_contradict_itself():
+    result = "- I booked the Park Hotel for 300 USD."
+    accept, problems = P.parse_review({"problems": [{"quote": "I booked the Park Hotel", "why": "a story"},
+                                                    {"quote": "flew to Paris", "why": "invented"}],
+                                       "accept": False}, result)
+    assert not accept and len(problems) == 1 and "I booked" in problems[0]
+    with pytest.raises(LLMBadOutput, match="without quoting"):
+        P.parse_review({"problems": [{"quote": "not in the text", "why": "x"}], "accept": False}, result)
+    with pytest.raises(LLMBadOutput, match="accepts"):
+        P.parse_review({"problems": [{"quote": "I booked", "why": "a"}, {"quote": "300 USD", "why": "b"}],
+                        "accept": True}, result)
+    assert P.parse_review({"problems": [], "accept": True}, result) == (True, [])
 
 
-@pytest.mark.parametrize("answer", [{"result": ""}, {"result": " \n "}, {"result": 3}, {}, [1]])
-def test_parse_execution_rejects_empty_results(answer):
+def test_the_synthesis_has_one_line_per_child_in_order():
+    req = P.synthesis_request(F, path=[], title=GOAL, description="",
+                              children=[("Book flights", "- Fly on 1 April."), ("Book hotels", "- Stay.")])
+    items = req.schema["properties"]["steps"]
+    assert items["minItems"] == items["maxItems"] == 2
+    assert "- Fly on 1 April." in req.prompt  # every child's result in full
+    text = P.parse_synthesis({"summary": "Two weeks in Japan from 1 April", "steps": ["fly LH716", "stay in Shinjuku"]},
+                             ["Book flights", "Book hotels"])
+    assert text.splitlines()[2:] == ["1. Book flights: Fly LH716.", "2. Book hotels: Stay in Shinjuku."]
     with pytest.raises(LLMBadOutput):
-        parse_execution(answer)
+        P.parse_synthesis({"summary": "x" * 30, "steps": ["only one"]}, ["a", "b"])
 
 
-def test_validator():
-    schema = prompts.decomposition_schema(3)
-    good = {"subgoals": [{"title": "abc", "description": ""}] * 3}
-    assert validate(good, schema) is good
-    assert schema_errors({"subgoals": [{"title": "abc", "description": 1}] * 3}, schema)
-    assert schema_errors({"subgoals": [{"title": "abc", "description": "", "atomic": True}] * 3},
-                         schema)
-    assert schema_errors({"subgoals": [{"title": "ab", "description": ""}] * 3}, schema)
-    assert schema_errors({"subgoals": good["subgoals"][:2]}, schema)  # 2 < minItems 3
-    assert schema_errors({"subgoals": good["subgoals"] * 2}, schema)  # 6 > maxItems 3
-    assert schema_errors({"subgoals": good["subgoals"], "extra": 1}, schema)
-    assert schema_errors({}, schema)
-    score = prompts.score_schema()
-    assert schema_errors({"specificity": 11, "non_overlap": 1, "coverage": 1, "feedback": ""},
-                         score)
-    assert schema_errors({"specificity": True, "non_overlap": 1, "coverage": 1, "feedback": ""},
-                         score)
-    assert not schema_errors({"specificity": 1.0, "non_overlap": 1, "coverage": 0,
-                              "feedback": ""}, score)
-    with pytest.raises(LLMBadOutput, match="not a JSON object"):
-        validate([1], schema)
-    with pytest.raises(LLMBadOutput, match="not JSON"):
-        parse_json_answer('{"subgoals": [', schema)
-    with pytest.raises(LLMBadOutput, match="empty"):
-        parse_json_answer("", schema)
-    with pytest.raises(LLMBadOutput, match="schema"):
-        parse_json_answer('{"subgoals": []}', schema)
+def test_outline_always_fits_and_comes_first():
+    assert P.suitable_strategies(GOAL, GOAL)[0] == "outline"
+    assert P.strategy_for("by place", "Launch a bakery", "Launch a small bakery") in P.suitable_strategies(
+        "Launch a bakery", "Launch a small bakery")
+    assert P.strategy_for("outline", "x", "Bake bread") == "outline"
+
+
+def test_validator_against_the_generated_schemas():
+    req = every_request()[1]
+    good = {"steps": [{"title": "abc", "description": "", "after": []}] * 3}
+    assert validate(good, req.schema) == good
+    assert schema_errors({"steps": [{"title": "ab", "description": "", "after": []}] * 3}, req.schema)
+    assert schema_errors({"steps": []}, req.schema)

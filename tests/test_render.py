@@ -1,45 +1,64 @@
-"""The final Markdown reads as one plan: the goal, its executive summary, then numbered
-sections that use each node's synthesised answer where there is one."""
+"""The final Markdown reads as one plan: the goal, its working assumptions, the plan's answer
+(the root's synthesis: a summary and the ordered steps) first, then every step in detail."""
 
 from __future__ import annotations
 
-from agent.render import markdown_from_json, markdown_plan
+from agent.render import markdown_from_json, markdown_plan, md_escape
+
+ANSWER = "Open in May with bread and cakes, orders online, local delivery.\n\n1. Set up the online shop: six products."
 
 
-def test_answers_are_used_and_the_summary_leads():
+def test_the_answer_and_the_brief_lead_and_every_step_follows_in_order():
     plan = {"title": "Launch a small online bakery", "description": "Home-based",
-            "answer": "Open in May with bread and cakes, orders online, local delivery.",
+            "brief": {"budget": "3000 EUR", "dates": "May 2027"}, "brief_settled": True,
+            "result": {"output": ANSWER},
             "children": [
-                {"title": "Set up the online shop", "answer": "A simple shop with six products.",
+                {"title": "Set up the online shop", "result": {"output": "A simple shop with six products."},
                  "children": [
-                     {"title": "Choose a shop platform", "result": {"output": "We use Shopify Basic."},
+                     {"title": "Choose a shop platform", "result": {"output": "- Use Shopify Basic."},
                       "children": []},
-                     {"title": "Photograph the products", "result": "Twelve photos taken.", "children": []},
+                     {"title": "Photograph the products", "result": "- Take twelve photos.", "children": []},
                  ]},
                 {"title": "Register the business", "result": None, "children": []},
             ]}
     md = markdown_from_json(plan)
     lines = md.splitlines()
     assert lines[0] == "# Launch a small online bakery"
-    assert md.index("## Summary") < md.index("Open in May") < md.index("## The plan")
+    assert md.index("## Working assumptions") < md.index("- **Budget**: 3000 EUR") < md.index("## The plan")
+    assert md.index("## The plan") < md.index("Open in May") < md.index("## The steps in detail")
     assert "### 1. Set up the online shop\n\nA simple shop with six products." in md
-    assert "#### 1.1. Choose a shop platform\n\nWe use Shopify Basic." in md
+    assert "#### 1.1. Choose a shop platform\n\n- Use Shopify Basic." in md
     assert "#### 1.2. Photograph the products" in md
     assert "### 2. Register the business\n\n_(not done yet)_" in md
     assert md.endswith("\n") and "\n\n\n" not in md
 
 
-def test_without_answers_leaf_results_still_make_a_numbered_plan():
+def test_a_plan_whose_answer_is_not_written_yet_says_so():
     plan = {"title": "Goal", "children": [{"title": "A", "result": {"output": "a done."}, "children": []}]}
     md = markdown_from_json(plan)
-    assert "## Summary" not in md and "## 1. A\n\na done." in md
+    assert "## The plan\n\n_(the answer is written once every step is done)_" in md
+    assert "### 1. A\n\na done." in md
+
+
+def test_markup_in_titles_and_the_brief_stays_text():
+    plan = {"title": "<img src=x onerror=alert(1)> # *x*", "brief": {"place": "<script>"},
+            "children": [{"title": "[a](javascript:b)", "children": []}]}
+    md = markdown_from_json(plan)
+    import re
+
+    assert not re.search(r"(?<!\\)[<>\[\]]", md)  # every bracket escaped
+    assert md.startswith("# \\<img src=x onerror=alert(1)\\> \\# \\*x\\*")
+    assert md_escape("a_b|c") == "a\\_b\\|c"
 
 
 def test_markdown_plan_renders_the_folded_tree():
     from agent.core.plan import fold
     from agent.core.tree import derive
-    from builders import T0, goal, ident
+    from builders import T0, brief, goal, ident
 
-    g = goal(ident("u"))
+    u = ident("u")
+    g = goal(u, brief=True)
     md = markdown_plan(derive(fold([g]), T0 + 10), g.id)
-    assert md.startswith("# Plan a two-week trip to Japan")
+    assert md.startswith("# Plan a two-week trip to Japan") and "_(being settled)_" in md
+    md = markdown_plan(derive(fold([g, brief(u, g.id)]), T0 + 10), g.id)
+    assert "- **Dates**: 1-14 April 2027" in md

@@ -8,7 +8,9 @@ import pytest
 
 from agent.behaviour import work
 from agent.core import text as tx
-from agent.core.scoring import check_split, cross_branch_feedback, result_problem, title_problem
+from agent.core.scoring import (
+    check_split, chore_count, combine_ranked, cross_branch_feedback, result_problem, title_problem,
+)
 from agent.llm.base import LLMBadOutput
 
 JAPAN = "Plan a two-week trip to Japan"
@@ -71,13 +73,27 @@ def test_overlap_across_branches_is_feedback_not_a_failure():
     assert any("another part of the plan" in n for n in c.notes)
     fb = cross_branch_feedback(["Day 1: arrival", "Eat at Dotonbori"], elsewhere)
     assert len(fb) == 1 and "Day 1: arrival" in fb[0]
-    v = work.verdict_for({"specificity": 9, "non_overlap": 9, "coverage": 9, "feedback": ""},
-                         title="Osaka", subgoals=[{"title": "Day 1: arrival"}, {"title": "Eat at Dotonbori"}],
-                         elsewhere=elsewhere)
-    clean = work.verdict_for({"specificity": 9, "non_overlap": 9, "coverage": 9, "feedback": ""},
-                             title="Osaka", subgoals=[{"title": "Osaka castle"}, {"title": "Eat at Dotonbori"}],
-                             elsewhere=elsewhere)
+    v = combine_ranked(check_split("Osaka", ["Day 1: arrival", "Eat at Dotonbori"], elsewhere=elsewhere),
+                       chores=0, llm_best=False, llm_missing="", llm_chores=0)
+    clean = combine_ranked(check_split("Osaka", ["Osaka castle", "Eat at Dotonbori"], elsewhere=elsewhere),
+                           chores=0, llm_best=False, llm_missing="", llm_chores=0)
     assert v.non_overlap < clean.non_overlap and "another part of the plan" in v.feedback
+
+
+def test_a_split_that_names_the_work_beats_one_of_planning_chores():
+    work_titles = ["Install the kitchen plumbing", "Fit the cabinets and worktop", "Tile the floor"]
+    chores = ["Identify and prioritize tasks", "Research suppliers", "Plan the renovation"]
+    assert chore_count(chores) == 3 and chore_count(work_titles) == 0
+    real = combine_ranked(check_split("Renovate a small kitchen", work_titles), chores=0,
+                          llm_best=False, llm_missing="", llm_chores=0)
+    generic = combine_ranked(check_split("Renovate a small kitchen", chores), chores=3,
+                             llm_best=True, llm_missing="", llm_chores=0)  # even if the LLM liked it
+    assert real.acceptable and not generic.acceptable and real.overall > generic.overall
+    assert "planning chores" in generic.feedback
+    # work the ranking found missing costs coverage and goes into the feedback
+    missing = combine_ranked(check_split("Renovate a small kitchen", work_titles), chores=0,
+                             llm_best=False, llm_missing="the electrics", llm_chores=0)
+    assert missing.coverage < real.coverage and "missing: the electrics" in missing.feedback
 
 
 @pytest.mark.parametrize("text,why", [
@@ -113,19 +129,20 @@ def test_other_goals_languages_are_not_forced_to_english():
 
 
 def test_subgoals_for_drops_bad_subgoals_and_keeps_a_usable_split():
-    answer = {"subgoals": [
-        {"title": "plan a two-week trip to Japan", "description": ""},
-        {"title": "Book flights to Tokyo", "description": "Return flights for two"},
-        {"title": "Launch in [city]", "description": ""},
-        {"title": "Reserve hotels in Kyoto", "description": ""},
-        {"title": "Reserve a hotel in Kyoto", "description": "again"},
+    answer = {"steps": [
+        {"title": "plan a two-week trip to Japan", "description": "", "after": []},
+        {"title": "Book flights to Tokyo", "description": "Return flights for two", "after": []},
+        {"title": "Launch in [city]", "description": "", "after": []},
+        {"title": "Reserve hotels in Kyoto", "description": "", "after": [2, 3]},
+        {"title": "Reserve a hotel in Kyoto", "description": "again", "after": []},
     ]}
     subs = work.subgoals_for(answer, title=JAPAN, ancestors=[], max_children=5)
     assert [s["title"] for s in subs] == ["Book flights to Tokyo", "Reserve hotels in Kyoto"]
     assert all(s["atomic"] is False for s in subs)
+    assert subs[1]["after"] == (1,)  # renumbered over the kept steps
     with pytest.raises(LLMBadOutput, match="repeats|overlaps|placeholder"):
-        work.subgoals_for({"subgoals": [{"title": "go to Tokyo, Japan", "description": ""},
-                                        {"title": "visit Tokyo, Japan", "description": ""}]},
+        work.subgoals_for({"steps": [{"title": "go to Tokyo, Japan", "description": "", "after": []},
+                                     {"title": "visit Tokyo, Japan", "description": "", "after": []}]},
                           title=JAPAN, ancestors=[], max_children=5)
 
 

@@ -1,5 +1,6 @@
 """agent.work on a folded tree: what the executor, scorer and synthesis requests see of the
-rest of the plan (siblings, the parent's split, other branches, children's results)."""
+rest of the plan (the brief, siblings, the parent's split, the steps a step follows, other
+branches, children's results)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from agent.core.plan import fold
 from agent.core.tree import derive
 from agent.llm import prompts
 from agent.llm.base import LLMBadOutput
-from builders import T0, claim, goal, ident, precommit, proposal, result
+from builders import BRIEF, T0, brief, claim, goal, ident, precommit, proposal, result
 
 U, D1 = ident("user"), ident("d1")
 S = [ident(f"s{i}") for i in range(3)]
@@ -51,9 +52,10 @@ def test_the_executor_sees_its_siblings_and_the_parents_split():
     leaf = tree.node(f"{sub.id}/1")
     req = work.execute_req(tree, leaf, 5)
     assert req.context["parent_split"] == ["Day 1: arrival", "Visit Asakusa", "Shinjuku at night"]
-    assert req.context["siblings"] == ["Day 1: arrival", "Shinjuku at night"]
-    assert '"Tokyo" was split into: 1. Day 1: arrival; 2. Visit Asakusa; 3. Shinjuku at night' in req.prompt
-    assert "do not repeat them" in req.prompt
+    assert req.context["position"] == 2
+    assert ('The plan for "Tokyo": 1. Day 1: arrival; 2. Visit Asakusa (this step); 3. Shinjuku at night'
+            in req.prompt)
+    assert "nothing that belongs to the other steps" in req.prompt
     assert req.context["path"] == [JAPAN, "Tokyo"]
 
 
@@ -64,14 +66,15 @@ def test_the_decomposer_sees_the_parents_split_and_the_scorer_other_branches():
     assert '"Plan a two-week trip to Japan" was split into: 1. Tokyo; 2. Kyoto (this task); 3. Osaka' in req.prompt
     assert "Day 1: arrival" not in req.prompt  # far branches are not shown (models copy them)
     prop = fold_props(tree, kyoto)
-    sreq = work.score_req(tree, kyoto, prop, "me", 1)
-    assert "Other parts of the plan:" in sreq.prompt and "Day 1: arrival" in sreq.prompt
+    sreq = work.rank_req(tree, kyoto, [prop], "me", 1)
+    assert "Other parts of the plan (not this task's work):" in sreq.prompt and "Day 1: arrival" in sreq.prompt
     # a proposer's subgoal that repeats another branch is dropped
-    answer = {"subgoals": [{"title": "Day 1: arrival", "description": ""},
-                           {"title": "Fushimi Inari shrine", "description": ""},
-                           {"title": "Gion district walk", "description": ""}]}
+    answer = {"steps": [{"title": "Day 1: arrival", "description": "", "after": []},
+                        {"title": "Fushimi Inari shrine", "description": "", "after": [1]},
+                        {"title": "Gion district walk", "description": "", "after": [2]}]}
     p = work.proposal_from(answer, kyoto, "by place", None, tree)
     assert [s.title for s in p.subgoals] == ["Fushimi Inari shrine", "Gion district walk"]
+    assert [s.after for s in p.subgoals] == [(), (1,)]  # renumbered: the dropped step is gone
 
 
 def fold_props(tree, node):
@@ -84,13 +87,13 @@ def fold_props(tree, node):
 def test_proposals_never_claim_atomicity_and_strategies_suit_the_node():
     tree, g, top, sub = two_level_tree()
     kyoto = tree.node(f"{top.id}/1")
-    answer = {"subgoals": [{"title": "Fushimi Inari at dawn", "description": ""},
-                           {"title": "Gion in the evening", "description": ""}]}
+    answer = {"steps": [{"title": "Fushimi Inari at dawn", "description": "", "after": []},
+                        {"title": "Gion in the evening", "description": "", "after": []}]}
     p = work.proposal_from(answer, kyoto, "by place", None, tree)
     assert all(not s.atomic for s in p.subgoals)
     assert p.strategy in prompts.STRATEGIES
     # a proposer restating an ancestor is refused when the tree is known
-    bad = {"subgoals": [{"title": JAPAN, "description": ""}, {"title": "Gion", "description": ""}]}
+    bad = {"steps": [{"title": JAPAN, "description": "", "after": []}, {"title": "Gion", "description": "", "after": []}]}
     with pytest.raises(LLMBadOutput):
         work.proposal_from(bad, kyoto, "by place", None, tree)
 
@@ -99,8 +102,7 @@ def test_the_executor_sees_what_done_siblings_decided():
     tree, g, top, sub = two_level_tree(done=True)
     leaf = tree.node(f"{sub.id}/2")
     req = work.execute_req(tree, leaf, 1)
-    assert "Already decided in the other subgoals" in req.prompt
-    assert "- Day 1: arrival: Result 0 is done." in req.prompt
+    assert "Already decided in another step (agree with it): Day 1: arrival: Result 0 is done." in req.prompt
     assert ["Visit Asakusa", "Result 1 is done."] in req.context["decided"]
     assert all(d[0] != "Shinjuku at night" for d in req.context["decided"])  # not itself
 
@@ -112,20 +114,24 @@ def test_a_node_with_all_children_done_gets_a_synthesis_request():
     req = work.synthesis_req(tree, tokyo, 3)
     assert req.kind == "synthesize"
     assert [c[0] for c in req.context["children"]] == ["Day 1: arrival", "Visit Asakusa", "Shinjuku at night"]
-    assert "1. Day 1: arrival: Result 0 is done." in req.prompt
-    res = work.result_from({"answer": "Tokyo takes three days. We start in Asakusa and end in"},
-                           tree, tokyo, "c" * 64, synthesis=True, strict=False)
-    assert res.output == "Tokyo takes three days."
-    with pytest.raises(LLMBadOutput):
-        work.result_from({"answer": "12345678901234"}, tree, tokyo, "c" * 64, synthesis=True)
+    assert "1. Day 1: arrival:\nResult 0 is done." in req.prompt  # each child's result in full
+    good = {"summary": "The Tokyo part takes three days, from the first night in Asakusa to an evening in Shinjuku.",
+            "steps": ["Result 0: arrive at the hotel and rest.", "Result 1: walk to the temple in the morning.",
+                      "Result 2: end the day at a bar in the west of the city."]}
+    res = work.result_from(good, tree, tokyo, "c" * 64, synthesis=True)
+    assert res.output.splitlines()[0].startswith("The Tokyo part takes three days")
+    assert res.output.splitlines()[2] == "1. Day 1: arrival: Result 0: arrive at the hotel and rest."
+    copied = {"summary": "Result 0 is done... and so on", "steps": ["one", "two", "six"]}
+    with pytest.raises(LLMBadOutput, match="fragments"):
+        work.result_from(copied, tree, tokyo, "c" * 64, synthesis=True)
 
 
 def test_the_root_synthesis_is_an_executive_summary():
-    req = prompts.synthesis_request(goal=JAPAN, path=[], title=JAPAN, description="",
+    req = prompts.synthesis_request(prompts.Frame(JAPAN), path=[], title=JAPAN, description="",
                                     children=[("Tokyo", "Three days."), ("Kyoto", "Two days.")])
-    assert "executive summary of the whole plan" in req.prompt
+    assert "Write the answer for the whole plan" in req.prompt and "a person reads first" in req.prompt
     with pytest.raises(ValueError):
-        prompts.synthesis_request(goal=JAPAN, path=[], title=JAPAN, description="", children=[])
+        prompts.synthesis_request(prompts.Frame(JAPAN), path=[], title=JAPAN, description="", children=[])
 
 
 def test_the_atomic_judgment():
@@ -140,10 +146,10 @@ def test_the_atomic_judgment():
 
 
 @pytest.mark.parametrize("goal_title,title,expected", [
-    ("Launch a small online bakery", "Launch a small online bakery", ["by phase", "by component"]),
-    (JAPAN, JAPAN, ["by time", "by place", "by phase", "by component"]),
+    ("Launch a small online bakery", "Launch a small online bakery", ["outline", "by phase", "by component"]),
+    (JAPAN, JAPAN, ["outline", "by time", "by place", "by phase", "by component"]),
     ("Organise a wedding for 80 guests", "Organise a wedding for 80 guests",
-     ["by stakeholder", "by phase", "by component"]),
+     ["outline", "by stakeholder", "by phase", "by component"]),
 ])
 def test_strategies_fit_the_goal(goal_title, title, expected):
     assert prompts.suitable_strategies(goal_title, title) == expected
@@ -154,10 +160,60 @@ def test_strategies_fit_the_goal(goal_title, title, expected):
 def test_no_prompt_carries_domain_words():
     """Models copy the prompts' example words into every plan (the old travel hints)."""
     reqs = [
-        prompts.decompose_request(goal="Launch a small online bakery", path=[], title="Launch a small online bakery",
-                                  description="", strategy=s, max_children=4)
+        prompts.decompose_request(prompts.Frame("Launch a small online bakery"), path=[],
+                                  title="Launch a small online bakery", description="", strategy=s, max_children=4)
         for s in prompts.STRATEGIES
     ]
     text = " ".join(r.system + r.prompt for r in reqs).lower()
     for word in ("transport", "lodging", "food", "sights", "hotel", "flight", "city"):
         assert word not in text, word
+
+
+def test_every_request_below_a_settled_brief_carries_it_and_a_step_sees_what_it_follows():
+    g = goal(U, scorers=3, quorum=2, brief=True, max_depth=1)
+    b = brief(U, g.id)  # the submitter's own brief settles it at once
+    top = proposal(D1, g.id, ["Book flights Berlin to Tokyo", "Book the Tokyo hotel", "Pack"], wall=10,
+                   after={2: (1,)})
+    evs = [g, b, top] + [precommit(s, g.id, top.id, wall=20 + i) for i, s in enumerate(S[:2])]
+    flights = f"{top.id}/0"
+    c = claim(E1, flights, wall=30, lease_ms=5000)
+    evs += [c, result(E1, flights, c.id, wall=35, output="- Fly LH716 on 1 April (620 EUR).")]
+    tree = derive(fold(evs), T0 + 1000)
+    root = tree.node(g.id)
+    assert root.brief == BRIEF and root.brief_settled
+    hotel = tree.node(f"{top.id}/1")
+    assert hotel.after == (1,) and hotel.state == "ready"
+    req = work.execute_req(tree, hotel, 1)
+    assert "Brief (every step keeps to it): duration: 14 days" in req.prompt
+    assert "Done before this step (use it, do not repeat it): Book flights Berlin to Tokyo: - Fly LH716" in req.prompt
+    assert req.context["follows"] == [["Book flights Berlin to Tokyo", "- Fly LH716 on 1 April (620 EUR)."]]
+    assert "in EUR" in req.prompt
+    for r in (work.decompose_req(tree, hotel, "outline", 1), work.atomic_req(tree, hotel, 1)):
+        assert "Brief (every step keeps to it)" in r.prompt
+
+
+def test_a_result_that_contradicts_the_brief_or_tells_a_story_is_refused_before_publishing():
+    g = goal(U, scorers=3, quorum=2, brief=True, max_depth=1)
+    top = proposal(D1, g.id, ["Book flights Berlin to Tokyo", "Book the Tokyo hotel"], wall=10)
+    evs = [g, brief(U, g.id), top] + [precommit(s, g.id, top.id, wall=20 + i) for i, s in enumerate(S[:2])]
+    tree = derive(fold(evs), T0 + 1000)
+    leaf = tree.node(f"{top.id}/1")
+
+    def acts(*dos):
+        return {"actions": [{"do": d, "cost": "", "when": ""} for d in dos]}
+
+    with pytest.raises(LLMBadOutput, match="story"):
+        work.result_from(acts("I booked the Park Hotel Tokyo for 4 nights", "Pay 400 EUR", "Keep the receipt"),
+                         tree, leaf, "c" * 64)
+    with pytest.raises(LLMBadOutput, match="currency"):
+        work.result_from(acts("Book Hotel Gracery in Shinjuku for $900", "Pay the $200 deposit", "Keep 1 receipt"),
+                         tree, leaf, "c" * 64)
+    with pytest.raises(LLMBadOutput, match="outside the goal"):
+        work.result_from(acts("Book Hotel Gracery near the Eiffel Tower", "Pay 400 EUR on 2 April", "Keep 1 receipt"),
+                         tree, leaf, "c" * 64)
+    with pytest.raises(LLMBadOutput, match="outside the brief"):
+        work.result_from(acts("Book Hotel Gracery in Shinjuku on 17 June", "Pay 400 EUR", "Keep 1 receipt"),
+                         tree, leaf, "c" * 64)
+    ok = work.result_from(acts("Book Hotel Gracery in Shinjuku for 4 nights from 1 April", "Pay 120,000 JPY",
+                               "Keep the confirmation"), tree, leaf, "c" * 64)
+    assert ok.node == leaf.id and "Gracery" in ok.output

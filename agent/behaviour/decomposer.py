@@ -1,5 +1,6 @@
-"""Decomposer: proposes a split of every open node with its own strategy; after a round ends
-without a decision it refines its newest split with the scorers' feedback.
+"""Decomposer: proposes a brief (the working assumptions) for every new goal that settles one,
+then, once the brief is settled, a split of every open node with its own strategy; after a
+round ends without a decision it refines its newest split with the scorers' feedback.
 
 Work ahead: once a quorum prevoted a split (a polka) that is not decided yet, an idle
 decomposer starts on that split's children, so the LLM works while the precommits travel. The
@@ -32,6 +33,7 @@ class _Job:
     closed: int  # the rounds closed when the job started: what it answers
     parent: str | None = None  # work ahead: the node whose split ``split`` is not decided yet
     split: str | None = None
+    brief: bool = False  # a brief for the goal ``node``, not a split
 
 
 class Decomposer(Behaviour):
@@ -47,10 +49,16 @@ class Decomposer(Behaviour):
         self.held: dict[str, tuple[_Job, Any]] = {}  # child -> its job and answer, until decided
 
     # ------------------------------------------------------------------ what to do
+    def _brief_wanted(self, n: NodeView) -> bool:
+        return (n.depth == 0 and n.params.brief and not n.brief_settled
+                and not any(b.author == self.me for b in n.briefs))
+
     def _wanted(self, n: NodeView) -> tuple[bool, str | None, int]:
         """(wanted, proposal to refine, rounds closed) for node ``n``."""
         if n.leaf or n.decided is not None or n.depth >= n.params.max_depth:
             return False, None, 0
+        if n.depth == 0 and not n.brief_settled:
+            return False, None, 0  # the tree grows once its working assumptions are settled
         closed = closed_rounds(n)
         if closed >= n.params.max_rounds:
             return False, None, closed  # the next rounds vote LEAF: splits no longer help
@@ -84,7 +92,7 @@ class Decomposer(Behaviour):
                         log("info", "split not decided; work ahead abandoned", node=job.node)]
         if self.job is not None:
             n = tree.node(self.job.node)
-            if n is None or not self._wanted(n)[0]:
+            if n is None or not (self._brief_wanted(n) if self.job.brief else self._wanted(n)[0]):
                 out += [Cancel(self.job.ticket), Count(Metric.LLM_CANCELLED),
                         log("info", "node moved on; split abandoned", node=self.job.node)]
                 self.job = None
@@ -93,6 +101,13 @@ class Decomposer(Behaviour):
         if self.backoff.blocked(now):
             return out + wake_at([self.backoff.until_ms])
         wake = []
+        for n in tree.roots:
+            if self._brief_wanted(n):
+                until = self.set_aside.get(n.id + "#b", 0)
+                if until > now:
+                    wake.append(until)
+                    continue
+                return out + self._start_brief(tree, n, 0)
         for n in tree.walk_active():
             until = self.set_aside.get(n.id, 0)
             wanted, refines, closed = self._wanted(n)
@@ -136,6 +151,39 @@ class Decomposer(Behaviour):
                 return [Ask(self.job.ticket, req, kid), log("debug", "working ahead of a decision", node=kid)]
         return []
 
+    def _start_brief(self, tree: Tree, n: NodeView, attempt: int) -> list[Effect]:
+        req = work.brief_req(tree, n, self.rng.randrange(2**31))
+        self.job = _Job(self.ticket(), n.id, None, attempt, 0, brief=True)
+        return [Ask(self.job.ticket, req, n.id)]
+
+    def _finish_brief(self, job: _Job, answer: Any, tree: Tree, now: int) -> list[Effect]:
+        n = tree.node(job.node)
+        if n is None or not self._brief_wanted(n):
+            return [log("info", "brief settled while thinking; dropped", node=job.node)]
+        if isinstance(answer, LLMReply):
+            try:
+                body = work.brief_from(answer.value, tree, n, answer.prompt_tokens, answer.completion_tokens,
+                                       strict=job.attempt + 1 < self.timing.attempts)
+            except LLMBadOutput as exc:
+                answer = exc
+            else:
+                self.backoff.reset()
+                return [Publish(body), log("info", "brief proposed", node=n.id, **body.facts())]
+        if isinstance(answer, LLMBadOutput):
+            out: list[Effect] = [Count(Metric.LLM_BAD_OUTPUT),
+                                 log("info", "unusable brief; trying another seed", node=n.id,
+                                     attempt=job.attempt + 1, error=str(answer)[:200])]
+            if job.attempt + 1 < self.timing.attempts:
+                return out + self._start_brief(tree, n, job.attempt + 1)
+            self.set_aside[n.id + "#b"] = now + self.timing.set_aside_ms
+            return out + [Count(Metric.SET_ASIDE), log("warning", "no usable brief; set aside", node=n.id,
+                                                       retry_in_ms=self.timing.set_aside_ms)]
+        if isinstance(answer, LLMError):
+            delay = self.backoff.failed(now)
+            return [log("warning", "LLM unavailable; backing off", node=n.id, error=str(answer)[:300],
+                        retry_in_ms=delay)]
+        raise TypeError(f"unexpected answer {answer!r}")
+
     def _start(self, tree: Tree, n: NodeView, refines: str | None, closed: int, attempt: int) -> list[Effect]:
         prev = n.proposal(refines) if refines else None
         req = work.decompose_req(tree, n, self.strategy, self.rng.randrange(2**31), prev)
@@ -148,6 +196,8 @@ class Decomposer(Behaviour):
         if job is None or job.ticket != ticket:
             return []
         self.job = None
+        if job.brief:
+            return self._finish_brief(job, answer, tree, now)
         if job.parent is not None and tree.node(job.node) is None:
             self.held[job.node] = (job, answer)  # published once the split is decided
             return self._poll(tree, now)

@@ -1,5 +1,5 @@
 """Executor: claims a task (a ready leaf, or a split node whose children are done: its
-synthesis), waits a settle window and pulls its peers' logs so a lost race costs no LLM work,
+synthesis; a later attempt of either once the electors sent a result back), waits a settle window and pulls its peers' logs so a lost race costs no LLM work,
 renews the lease while the LLM works, and publishes the result only while it still holds the
 lease; otherwise it releases the task and drops the work (counted)."""
 
@@ -43,6 +43,7 @@ class Phase(StrEnum):
 @dataclass
 class _Task:
     node: str
+    key: str  # the attempt's task key (the node, or "<node>#<k>")
     claim_ticket: int
     claim: str | None = None
     settle_until: int = 0
@@ -76,9 +77,9 @@ class Executor(Behaviour):
             # noted while busy too (a task that became ready while I worked on another is not
             # fresh when I get to it), and what was ready before I could see it at all counts
             # as old (a restart must not take a task for fresh and skip the settle window)
-            self.seen_ready.setdefault(n.id, now - self.timing.steal_after_ms if first_poll else now)
+            self.seen_ready.setdefault(n.task_key, now - self.timing.steal_after_ms if first_poll else now)
         if len(self.seen_ready) > 4 * len(ready) + 64:  # forget tasks that are long gone
-            live = {n.id for n in ready}
+            live = {n.task_key for n in ready}
             self.seen_ready = {k: v for k, v in self.seen_ready.items() if k in live}
         if self.task is not None:
             return self._tend(tree, now)
@@ -87,7 +88,7 @@ class Executor(Behaviour):
         if not ready:
             return []
         executors = sorted(set(tree.with_role("executor")) | {self.me})
-        home = [n for n in ready if home_of(n.id, executors) == self.me]
+        home = [n for n in ready if home_of(n.task_key, executors) == self.me]
         if home:
             target = home[0]
             # the no-race argument needs the gossip delay known and well inside the windows;
@@ -95,18 +96,18 @@ class Executor(Behaviour):
             d = self.net.delay_ms
             tm = self.timing
             prompt = (d is not None
-                      and now - self.seen_ready[target.id] <= tm.steal_after_ms - 2 * d - tm.prompt_margin_ms)
+                      and now - self.seen_ready[target.task_key] <= tm.steal_after_ms - 2 * d - tm.prompt_margin_ms)
         else:
             # another executor's task: taken over only once it has been visibly ready for a
             # while (its home executor, if idle, claims well before), spread by my own ranking
-            stale = [n for n in ready if now - self.seen_ready[n.id] >= self.timing.steal_after_ms]
+            stale = [n for n in ready if now - self.seen_ready[n.task_key] >= self.timing.steal_after_ms]
             if not stale:
-                return wake_at([min(self.seen_ready[n.id] for n in ready) + self.timing.steal_after_ms])
-            target = max(stale, key=lambda n: _rank(n.id, self.me))
+                return wake_at([min(self.seen_ready[n.task_key] for n in ready) + self.timing.steal_after_ms])
+            target = max(stale, key=lambda n: _rank(n.task_key, self.me))
             prompt = False
-        t = self.task = _Task(target.id, self.ticket(), prompt=prompt)
+        t = self.task = _Task(target.id, target.task_key, self.ticket(), prompt=prompt)
         self.phase = Phase.CLAIMING
-        return [Publish(Claim(node=target.id, lease_ms=self.timing.lease_ms), t.claim_ticket)]
+        return [Publish(Claim(node=t.key, lease_ms=self.timing.lease_ms), t.claim_ticket)]
 
     def settle_ms(self) -> int:
         """The settle window: long enough for an earlier competing claim to reach me (the
@@ -136,7 +137,7 @@ class Executor(Behaviour):
         if t.claim is None:
             return []  # the claim is being published
         n = tree.node(t.node)
-        if n is None or n.state is NodeState.DONE:
+        if n is None or n.state in (NodeState.DONE, NodeState.REVIEW) or n.task_key != t.key:
             return self._drop(n, "task done by another executor", release=False)
         lease = self._mine(n)
         if self.phase is Phase.CLAIMING:
@@ -153,7 +154,7 @@ class Executor(Behaviour):
                 return []
             if lease is None:
                 self.task, self.phase = None, Phase.IDLE
-                return [Count(Metric.CLAIMS_LOST), Publish(Release(node=n.id, claim=t.claim, reason="lost the claim race")),
+                return [Count(Metric.CLAIMS_LOST), Publish(Release(node=t.key, claim=t.claim, reason="lost the claim race")),
                         log("info", "lost the claim race; moving on", node=n.id, event_id=t.claim)]
             self.phase = Phase.WORKING
             t.started = now
@@ -164,7 +165,7 @@ class Executor(Behaviour):
         half = self.timing.lease_ms // 2
         if lease[1] - now <= half and now - t.renewed_at >= half // 2:
             t.renewed_at = now
-            return [Publish(Renew(node=n.id, claim=t.claim, lease_ms=self.timing.lease_ms))]
+            return [Publish(Renew(node=t.key, claim=t.claim, lease_ms=self.timing.lease_ms))]
         return wake_at([lease[1] - half])
 
     def _ask(self, tree: Tree, n: NodeView) -> list[Effect]:
@@ -186,7 +187,7 @@ class Executor(Behaviour):
         if working:
             out.append(Count(Metric.WORK_DROPPED))
         if release and t.claim is not None and n is not None:
-            out.append(Publish(Release(node=t.node, claim=t.claim, reason=why[:200])))
+            out.append(Publish(Release(node=t.key, claim=t.claim, reason=why[:200])))
         return out
 
     # ------------------------------------------------------------------ answers
@@ -232,7 +233,7 @@ class Executor(Behaviour):
             return []
         t.ask_ticket = None
         n = tree.node(t.node)
-        if n is None or n.state is NodeState.DONE:
+        if n is None or n.state in (NodeState.DONE, NodeState.REVIEW) or n.task_key != t.key:
             return self._drop(n, "task done by another executor", release=False)
         assert t.claim is not None
         if isinstance(answer, LLMReply):
@@ -241,7 +242,7 @@ class Executor(Behaviour):
                 body = work.result_from(answer.value, tree, n, t.claim, strict=not last,
                                         synthesis=n.task is TaskKind.SYNTHESIS,
                                         prompt_tokens=answer.prompt_tokens,
-                                        completion_tokens=answer.completion_tokens)
+                                        completion_tokens=answer.completion_tokens, key=t.key)
             except LLMBadOutput as exc:
                 answer = exc
             else:
@@ -258,12 +259,12 @@ class Executor(Behaviour):
             out: list[Effect] = [Count(Metric.LLM_BAD_OUTPUT),
                                  log("info", "unusable result; trying another seed", node=n.id,
                                      attempt=t.attempt, error=str(answer)[:200])]
-            if t.attempt <= self.timing.attempts:
+            if t.attempt < self.timing.attempts:
                 return out + self._ask(tree, n)
             self.task, self.phase = None, Phase.IDLE
             self.backoff.failed(now)
             return out + [Count(Metric.TASK_RELEASED),
-                          Publish(Release(node=n.id, claim=t.claim, reason="no usable result")),
+                          Publish(Release(node=t.key, claim=t.claim, reason="no usable result")),
                           log("warning", "no usable result; task released", node=n.id)]
         if isinstance(answer, LLMError):
             delay = self.backoff.failed(now)
@@ -271,5 +272,5 @@ class Executor(Behaviour):
                    log("warning", "LLM unavailable; task released, backing off", node=n.id,
                        error=str(answer)[:300], retry_in_ms=delay)]
             self.task, self.phase = None, Phase.IDLE
-            return out + [Publish(Release(node=n.id, claim=t.claim, reason=str(answer)[:200]))]
+            return out + [Publish(Release(node=t.key, claim=t.claim, reason=str(answer)[:200]))]
         raise TypeError(f"unexpected answer {answer!r}")

@@ -1,10 +1,13 @@
-"""Scorer (an elector): judges every split of a node once (deterministic checks + an LLM),
-publishes its scores as feedback, and votes in two-phase rounds (see agent.core.consensus).
+"""Scorer (an elector): settles a goal's brief, judges a node's splits side by side (one ranking
+of all of them, blended with deterministic checks), judges whether a node is one step, reviews
+every result before the last attempt, and votes on each of those slots in two-phase rounds (see
+agent.core.consensus).
 
-The voting rules that make a decision final live here, and only timing is local judgment:
+The voting rules that make a decision final are the same on every slot, and only timing is
+local judgment:
 - prevote in round r: a polka (quorum of prevotes) seen for a value in a round at or after my
-  lock (up to r itself) -> that value; else my locked value; else, when rounds ran out, LEAF; else my
-  own choice among the splits on the table (round 1 waits for competing splits first);
+  lock (up to r itself) -> that value; else my locked value; else, when rounds ran out, what
+  every peer can compute (``fallback``); else my own choice (round 1 waits for competition);
 - precommit in round r only a value that has a polka in round r (then I am locked on it), or
   NIL once a quorum prevoted without agreeing and a short timeout passed;
 - move to round r + 1 once a quorum precommitted in r without deciding and a timeout passed,
@@ -13,27 +16,29 @@ The voting rules that make a decision final live here, and only timing is local 
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
-from agent.core.consensus import LEAF, NIL
-from agent.core.events import Score, Vote
+from agent.core.consensus import LEAF, NIL, Tally
+from agent.core.events import REJECT, Review, Score, Vote
 from agent.core.scoring import Verdict
-from agent.core.tree import NodeView, Tree
+from agent.core.slots import brief_slot
+from agent.core.tree import NodeState, NodeView, TaskKind, Tree
 from agent.llm.base import LLMBadOutput, LLMError
 
 from . import work
 from .base import Behaviour, wake_at
 from .effects import Ask, Cancel, Count, Effect, LLMReply, Metric, Observe, Publish, log
 from .timing import Timing
-from .votes import fallback_value, jump_round, my_lock, my_top_round, my_vote, public_leader
+from .votes import fallback_value, jump_round, leader, my_lock, my_top_round, my_vote, public_leader
 
 APPROVE_TIE = 0.02  # verdicts this close count as a tie (broken by the lower id)
 
 
 @dataclass
 class _Obs:
-    """What this scorer saw of a node, and when (local time: windows never trust stamps)."""
+    """What this scorer saw of a slot, and when (local time: windows never trust stamps)."""
 
     seen: int
     first_proposal: int | None = None
@@ -46,7 +51,25 @@ class _Obs:
 class _Job:
     ticket: int
     node: str
-    proposal: str | None  # None: the judgment whether the node can be done as it is
+    kind: str  # "atomic" | "rank" | "review"
+    covers: tuple[str, ...] = ()  # rank: the proposals judged; review: the result
+
+
+@dataclass
+class _Ballot:
+    """One slot as this elector votes on it: its tally and electorate, and how it chooses."""
+
+    slot: str
+    node: NodeView
+    tally: Tally
+    choose: Callable[[_Obs, int, int, list[int]], str | None]  # (obs, round, now, wake) -> value
+    fallback: Callable[[], str]
+
+
+def rapporteur(slot: str, electorate: tuple[str, ...]) -> str:
+    """The elector whose LLM reads a result for everyone (rendezvous hashing: every peer
+    computes the same one; the others vote on their own checks and its reading)."""
+    return max(electorate, key=lambda e: hashlib.blake2b(f"{slot}|{e}".encode(), digest_size=8).digest())
 
 
 class Scorer(Behaviour):
@@ -58,46 +81,72 @@ class Scorer(Behaviour):
         self.decomposers = decomposers  # competing splits to wait for in round 1, at least
         self.known_decomposers = 0  # decomposers that announced themselves
         self.verdicts: dict[str, Verdict] = {}
-        self.atomic: dict[str, bool] = {}  # node -> can it be done as it is, in one sitting?
+        self.ranked: dict[str, frozenset[str]] = {}  # node -> proposals my latest ranking covered
+        self.atomic: dict[str, bool] = {}  # node -> can it be done as it is, as one step?
+        self.readings: dict[str, tuple[bool, list[str], str]] = {}  # result -> my review
         self.obs: dict[str, _Obs] = {}
         self.job: _Job | None = None
 
-    # ------------------------------------------------------------------ poll
+    # ------------------------------------------------------------------ what I vote on
     def votable(self, n: NodeView) -> bool:
         return (not n.leaf and n.decided is None and n.depth < n.params.max_depth
+                and self.me in n.params.electorate and (n.depth > 0 or n.brief_settled))
+
+    def brief_votable(self, n: NodeView) -> bool:
+        return (n.depth == 0 and n.params.brief and not n.brief_settled
                 and self.me in n.params.electorate)
 
+    def reviewable(self, n: NodeView) -> bool:
+        return (n.state is NodeState.REVIEW and n.candidate is not None and n.review_tally is not None
+                and n.review_tally.decided is None and self.me in n.params.electorate)
+
+    # ------------------------------------------------------------------ poll
     def _poll(self, tree: Tree, now: int) -> list[Effect]:
         out: list[Effect] = []
         wake: list[int] = []
-        if self.job is not None:
-            n = tree.node(self.job.node)
-            if n is None or not self.votable(n):
-                out += [Cancel(self.job.ticket), Count(Metric.LLM_CANCELLED),
-                        log("info", "node decided; scoring stopped", node=self.job.node)]
-                self.job = None
+        if self.job is not None and not self._job_wanted(tree, self.job):
+            out += [Cancel(self.job.ticket), Count(Metric.LLM_CANCELLED),
+                    log("info", "slot decided; judging stopped", node=self.job.node, kind=self.job.kind)]
+            self.job = None
         self.known_decomposers = tree.count_role("decomposer")
+        for n in tree.roots:
+            if self.brief_votable(n):
+                out += self._step(self._brief_ballot(n), now, wake)
         for n in tree.walk_active():
             if self.votable(n):
-                out += self._step(n, now, wake)
+                ballot = _Ballot(n.id, n, n.tally,
+                                 lambda o, r, now, wake, n=n: self._split_choice(n, o, r, now, wake),
+                                 lambda n=n: fallback_value(n))
+                out += self._step(ballot, now, wake)
+            if self.reviewable(n):
+                out += self._review_step(tree, n, now, wake)
         if self.job is None:
             if self.backoff.blocked(now):
                 wake.append(self.backoff.until_ms)
             else:
-                out += self._next_job(tree)
+                out += self._next_job(tree, now)
         return out + wake_at(wake)
 
-    def _obs(self, n: NodeView, now: int) -> _Obs:
-        o = self.obs.get(n.id)
+    def _job_wanted(self, tree: Tree, job: _Job) -> bool:
+        n = tree.node(job.node)
+        if n is None:
+            return False
+        if job.kind == "review":
+            return self.reviewable(n) and n.candidate is not None and n.candidate["id"] in job.covers
+        return self.votable(n)
+
+    def _obs(self, slot: str, n: NodeView, now: int, first: bool) -> _Obs:
+        o = self.obs.get(slot)
         if o is None:
-            o = self.obs[n.id] = _Obs(seen=now)
-        if o.first_proposal is None and n.proposals:
+            o = self.obs[slot] = _Obs(seen=now)
+        if o.first_proposal is None and first:
             o.first_proposal = now
         return o
 
-    def _current_round(self, n: NodeView, o: _Obs, now: int, wake: list[int]) -> int:
-        t = n.tally
-        assert t is not None
+    # ------------------------------------------------------------------ the rounds (every slot)
+    def _current_round(self, b: _Ballot, o: _Obs, now: int, wake: list[int]) -> int:
+        t = b.tally
+        electorate = b.node.params.electorate
         top = my_top_round(t, self.me)
         cur = max(1, top)
         if top and my_vote(t, self.me, top, "precommit") is not None:
@@ -106,53 +155,52 @@ class Scorer(Behaviour):
                 at = o.precommit_quorum.setdefault(top, now)
                 # the whole electorate precommitted without deciding: no vote can still come
                 # (one per elector and round), so waiting out the timeout buys nothing
-                everyone = len(rt.precommitters) >= len(n.params.electorate)
+                everyone = len(rt.precommitters) >= len(electorate)
                 if everyone or now >= at + self.timing.precommit_timeout_ms:
                     cur = top + 1
                 else:
                     wake.append(at + self.timing.precommit_timeout_ms)
-        jump = jump_round(t, len(n.params.electorate), cur)
+        jump = jump_round(t, len(electorate), cur)
         if jump is not None:
             cur = jump
         o.entered.setdefault(cur, now)
         return cur
 
-    def _step(self, n: NodeView, now: int, wake: list[int]) -> list[Effect]:
-        o = self._obs(n, now)
-        t = n.tally
-        assert t is not None
-        r = self._current_round(n, o, now, wake)
+    def _step(self, b: _Ballot, now: int, wake: list[int]) -> list[Effect]:
+        n, t = b.node, b.tally
+        o = self._obs(b.slot, n, now, bool(n.proposals) if b.slot == n.id else False)
+        r = self._current_round(b, o, now, wake)
         if my_vote(t, self.me, r, "prevote") is None:
-            value = self._prevote_choice(n, o, r, now, wake)
+            value = self._prevote_choice(b, o, r, now, wake)
             if value is None:
                 return []
-            out: list[Effect] = [Publish(Vote(node=n.id, round=r, phase="prevote", value=value)),
-                                 log("info", "prevote", node=n.id, round=r, value=value)]
-            if r == 1:
+            out: list[Effect] = [Publish(Vote(node=b.slot, round=r, phase="prevote", value=value)),
+                                 log("info", "prevote", node=n.id, slot=b.slot, round=r, value=value)]
+            if r == 1 and b.slot == n.id:
                 out.append(Observe(Metric.PROPOSALS_SCORED, len(n.proposals)))
+            if r > n.params.max_rounds and value == LEAF and b.slot == n.id and my_lock(t, self.me) is None:
+                out.append(Count(Metric.LEAF_BY_FALLBACK))
             return out
         if my_vote(t, self.me, r, "precommit") is None:
             rt = t.round(r)
             polka = rt.polka(t.quorum)
             if polka is not None:
-                return [Publish(Vote(node=n.id, round=r, phase="precommit", value=polka)),
-                        log("info", "precommit", node=n.id, round=r, value=polka)]
+                return [Publish(Vote(node=b.slot, round=r, phase="precommit", value=polka)),
+                        log("info", "precommit", node=n.id, slot=b.slot, round=r, value=polka)]
             if len(rt.prevoters) >= t.quorum:
                 at = o.prevote_quorum.setdefault(r, now)
                 # every elector prevoted and no value has a quorum: no polka can form any more
                 # (a NIL precommit never locks, so it is safe whenever it is cast)
                 everyone = len(rt.prevoters) >= len(n.params.electorate)
                 if everyone or now >= at + self.timing.prevote_timeout_ms:
-                    return [Publish(Vote(node=n.id, round=r, phase="precommit", value=NIL)),
-                            log("info", "precommit", node=n.id, round=r, value=NIL,
+                    return [Publish(Vote(node=b.slot, round=r, phase="precommit", value=NIL)),
+                            log("info", "precommit", node=n.id, slot=b.slot, round=r, value=NIL,
                                 why="prevotes split")]
                 wake.append(at + self.timing.prevote_timeout_ms)
         return []
 
-    # ------------------------------------------------------------------ choosing a prevote
-    def _prevote_choice(self, n: NodeView, o: _Obs, r: int, now: int, wake: list[int]) -> str | None:
-        t = n.tally
-        assert t is not None
+    def _prevote_choice(self, b: _Ballot, o: _Obs, r: int, now: int, wake: list[int]) -> str | None:
+        t = b.tally
         lock = my_lock(t, self.me)
         # a polka in an earlier round, or already in this one, at or after my lock round
         polka = t.latest_polka(before=r + 1)
@@ -160,8 +208,12 @@ class Scorer(Behaviour):
             return polka[1]
         if lock is not None:
             return lock[1]
-        if r > n.params.max_rounds:
-            return fallback_value(n)  # rounds ran out: converge on what every peer can compute
+        if r > b.node.params.max_rounds:
+            return b.fallback()  # rounds ran out: converge on what every peer can compute
+        return b.choose(o, r, now, wake)
+
+    # ------------------------------------------------------------------ splits
+    def _split_choice(self, n: NodeView, o: _Obs, r: int, now: int, wake: list[int]) -> str | None:
         if r == 1 and self.leaf_ok(n):
             return LEAF  # what the splits score cannot change it (see _best): no need to judge them
         if not self._table_ready(n, o, r, now, wake):
@@ -170,29 +222,33 @@ class Scorer(Behaviour):
             return None  # still judging: the decision is taken with every split on the table
         return self._best(n, r)
 
-    def _table_ready(self, n: NodeView, o: _Obs, r: int, now: int, wake: list[int]) -> bool:
-        """Has the competition had its chance? Round 1 waits for every known decomposer's split
-        or a window scaled to how long the first split took; later rounds wait the same way
-        for refinements."""
+    def _table_ready(self, n: NodeView, o: _Obs, r: int, now: int, wake: list[int],
+                     authored: list[tuple[str, int, str | None]] | None = None) -> bool:
+        """Has the competition had its chance? Round 1 waits for every known decomposer's
+        entry or a window scaled to how long the first took; later rounds wait the same way for
+        refinements. ``authored``: (author, wall, refines) of the entries (a node's splits by
+        default, a goal's briefs for the brief slot)."""
         tm = self.timing
-        if not n.proposals:
-            if self.atomic.get(n.id) and r == 1:
+        entries = authored if authored is not None else [(p.author, p.wall, p.refines) for p in n.proposals]
+        if not entries:
+            if authored is None and self.atomic.get(n.id) and r == 1:
                 return True  # judged doable as it is: no need to wait for splits
             if now >= o.seen + tm.open_timeout_ms:
                 return True  # nobody proposes: vote anyway, rounds run out into LEAF
             wake.append(o.seen + tm.open_timeout_ms)
             return False
-        assert o.first_proposal is not None
+        if o.first_proposal is None:
+            o.first_proposal = now
         took = max(0, o.first_proposal - o.seen)
         window = int(min(tm.proposal_window_max_ms, max(tm.proposal_window_min_ms, tm.proposal_window_ratio * took)))
-        authors = {p.author for p in n.proposals}
+        authors = {a for a, _w, _r in entries}
         if r == 1:
             if len(authors) >= max(self.decomposers, self.known_decomposers):
                 return True
             start = o.first_proposal
         else:
             # every proposer has answered round r - 1's feedback (r proposals each)?
-            per_author = {a: sum(1 for p in n.proposals if p.author == a) for a in authors}
+            per_author = {a: sum(1 for b, _w, _r in entries if b == a) for a in authors}
             if all(c >= r for c in per_author.values()):
                 return True
             start = o.entered.get(r, now)
@@ -206,13 +262,14 @@ class Scorer(Behaviour):
             return LEAF  # judged doable in one sitting: splitting it further would not help
         ok = [p.id for p in n.proposals if self.verdicts[p.id].acceptable]
         if r > 1:
-            leader = public_leader(n, r)
-            if leader is not None and leader in ok:
-                return leader
+            lead = public_leader(n, r)
+            if lead is not None and lead in ok:
+                return lead
         if ok:
-            top = max(self.verdicts[p].overall for p in ok)
-            return min((p for p in ok if self.verdicts[p].overall >= top - APPROVE_TIE),
-                       key=lambda p: (-self.verdicts[p].overall, p))
+            def key(p: str) -> tuple:
+                v = self.verdicts[p]
+                return (v.rank or 99, -v.overall, p)
+            return min(ok, key=key)
         if self.leaf_ok(n):
             return LEAF
         return NIL
@@ -237,21 +294,93 @@ class Scorer(Behaviour):
         goal itself)."""
         return n.depth >= 1 and self.atomic.get(n.id, False)
 
-    # ------------------------------------------------------------------ scoring
-    def _next_job(self, tree: Tree) -> list[Effect]:
+    # ------------------------------------------------------------------ the brief
+    def _brief_ballot(self, n: NodeView) -> _Ballot:
+        assert n.brief_tally is not None
+        return _Ballot(brief_slot(n.id), n, n.brief_tally,
+                       lambda o, r, now, wake, n=n: self._brief_choice(n, o, r, now, wake),
+                       lambda n=n: self._brief_fallback(n))
+
+    def _brief_choice(self, n: NodeView, o: _Obs, r: int, now: int, wake: list[int]) -> str | None:
+        entries = [(b.author, b.wall, None) for b in n.briefs]
+        if not self._table_ready(n, o, r, now, wake, authored=entries):
+            return None
+        if r > 1:
+            lead = leader(n.brief_tally, r, exclude=(NIL,))
+            if lead is not None:
+                return lead
+        return work.best_brief(n) or LEAF
+
+    def _brief_fallback(self, n: NodeView) -> str:
+        t = n.brief_tally
+        rt = t.rounds.get(n.params.max_rounds) if t is not None else None
+        if rt is not None:
+            counts = {v: len(w) for v, w in rt.prevotes.items() if v != NIL}
+            if counts:
+                return min(counts, key=lambda v: (-counts[v], v))
+        return LEAF  # no brief was agreed on: plan without one
+
+    # ------------------------------------------------------------------ reviews
+    def _review_step(self, tree: Tree, n: NodeView, now: int, wake: list[int]) -> list[Effect]:
+        cand = n.candidate
+        assert cand is not None and n.review_tally is not None
+        out: list[Effect] = []
+        mine = self.readings.get(cand["id"])
+        rap = rapporteur(n.review_slot, n.params.electorate)
+        if mine is None:
+            o = self._obs(n.review_slot, n, now, False)
+            checks = work.result_checks(tree, n, cand["output"], synthesis=n.task is TaskKind.SYNTHESIS)
+            theirs = next((r for r in n.reviews if r.author == rap and r.result == cand["id"]), None)
+            if rap == self.me:
+                return out  # my own LLM reading comes first (see _next_job)
+            if theirs is None and now < o.seen + self.timing.review_window_ms:
+                wake.append(o.seen + self.timing.review_window_ms)
+                return out  # the rapporteur's reading is on its way
+            problems = list(dict.fromkeys(list(checks) + (list(theirs.problems) if theirs is not None
+                                                          and not theirs.accept else [])))
+            accept = not problems
+            self.readings[cand["id"]] = (accept, problems, "")
+            out.append(Publish(Review(node=n.id, result=cand["id"], accept=accept,
+                                      problems=tuple(p[:200] for p in problems[:5]))))
+            out.append(log("info", "reviewed", node=n.id, attempt=n.attempt, accept=accept,
+                           problems=problems[:3], rapporteur=theirs is not None))
+        verdict = self.readings[cand["id"]][0]
+        ballot = _Ballot(n.review_slot, n, n.review_tally,
+                         lambda o, r, now, wake: self._review_choice(n, r, verdict),
+                         lambda: cand["id"])
+        return out + self._step(ballot, now, wake)
+
+    def _review_choice(self, n: NodeView, r: int, accept: bool) -> str:
+        if r > 1:
+            lead = leader(n.review_tally, r, exclude=(NIL,))
+            if lead is not None:
+                return lead
+        return n.candidate["id"] if accept else REJECT
+
+    # ------------------------------------------------------------------ LLM jobs
+    def _next_job(self, tree: Tree, now: int) -> list[Effect]:
         for n in tree.walk_active():
+            if self.reviewable(n) and n.candidate is not None and n.candidate["id"] not in self.readings \
+                    and rapporteur(n.review_slot, n.params.electorate) == self.me:
+                self.job = _Job(self.ticket(), n.id, "review", (n.candidate["id"],))
+                return [Ask(self.job.ticket, work.review_req(tree, n, n.candidate["output"], None), n.id)]
             if not self.votable(n):
                 continue
             if self._needs_atomic(n):
-                self.job = _Job(self.ticket(), n.id, None)
+                self.job = _Job(self.ticket(), n.id, "atomic")
                 return [Ask(self.job.ticket, work.atomic_req(tree, n, None), n.id)]
-            if not self._needs_scores(n):
+            if not self._needs_scores(n) or not n.proposals:
                 continue
-            for p in n.proposals:
-                if p.id not in self.verdicts:
-                    req = work.score_req(tree, n, p, self.me, None)
-                    self.job = _Job(self.ticket(), n.id, p.id)
-                    return [Ask(self.job.ticket, req, n.id)]
+            covered = self.ranked.get(n.id, frozenset())
+            if all(p.id in covered for p in n.proposals):
+                continue
+            o = self._obs(n.id, n, now, True)
+            r = max(1, my_top_round(n.tally, self.me)) if n.tally is not None else 1
+            if not self._table_ready(n, o, r, now, []):
+                continue  # the ranking waits for the competition, like the prevote
+            props = list(n.proposals)
+            self.job = _Job(self.ticket(), n.id, "rank", tuple(p.id for p in props))
+            return [Ask(self.job.ticket, work.rank_req(tree, n, props, self.me, None), n.id)]
         return []
 
     def _answered(self, ticket: int, answer: Any, tree: Tree, now: int) -> list[Effect]:
@@ -260,35 +389,75 @@ class Scorer(Behaviour):
             return []
         self.job = None
         n = tree.node(job.node)
-        if n is not None and job.proposal is None:
-            return self._judged_atomic(n, answer, tree, now)
-        p = n.proposal(job.proposal) if n is not None else None
-        if n is None or p is None:
+        if n is None:
             return []
-        out: list[Effect] = []
-        if isinstance(answer, LLMReply):
-            try:
-                verdict = work.verdict_from(answer.value, n, p, tree)
-                self.backoff.reset()
-            except LLMBadOutput as exc:
-                answer = exc
-        if isinstance(answer, LLMBadOutput):
-            out += [Count(Metric.LLM_BAD_OUTPUT),
-                    log("info", "LLM judgment unusable; scoring on the checks alone", node=n.id,
-                        proposal=p.id, error=str(answer)[:200])]
-            verdict = work.verdict_without_llm(n, p, tree)
-        elif isinstance(answer, LLMError):
+        if isinstance(answer, LLMError) and not isinstance(answer, LLMBadOutput):
             delay = self.backoff.failed(now)
             return [log("warning", "LLM unavailable; backing off", node=n.id, error=str(answer)[:300],
                         retry_in_ms=delay)]
-        elif not isinstance(answer, LLMReply):
+        if not isinstance(answer, (LLMReply, LLMBadOutput)):
             raise TypeError(f"unexpected answer {answer!r}")
-        self.verdicts[p.id] = verdict
+        if job.kind == "atomic":
+            return self._judged_atomic(n, answer, tree, now)
+        if job.kind == "review":
+            return self._read_result(n, job, answer, tree, now)
+        return self._ranked(n, job, answer, tree, now)
+
+    def _ranked(self, n: NodeView, job: _Job, answer: Any, tree: Tree, now: int) -> list[Effect]:
+        props = [p for pid in job.covers if (p := n.proposal(pid)) is not None]
+        out: list[Effect] = []
+        judged = None
+        if isinstance(answer, LLMReply):
+            try:
+                judged = work.judge_splits(answer.value, tree, n, props)
+                self.backoff.reset()
+            except LLMBadOutput as exc:
+                answer = exc
+        if judged is None:
+            out += [Count(Metric.LLM_BAD_OUTPUT),
+                    log("info", "LLM ranking unusable; judging on the checks alone", node=n.id,
+                        error=str(answer)[:200])]
+            judged = work.judge_splits(None, tree, n, props)
         spent = (answer.prompt_tokens, answer.completion_tokens) if isinstance(answer, LLMReply) else (0, 0)
-        out.append(Publish(Score(node=n.id, proposal=p.id, specificity=verdict.specificity,
-                                 non_overlap=verdict.non_overlap, coverage=verdict.coverage,
-                                 acceptable=verdict.acceptable, feedback=verdict.feedback,
-                                 prompt_tokens=spent[0], completion_tokens=spent[1])))
+        for p, v in zip(props, judged.verdicts):
+            first = p.id not in self.verdicts and not any(s.author == self.me for s in p.scores)
+            self.verdicts[p.id] = v
+            if first:  # a scorer's first judgment of a split is the one shown and counted
+                out.append(Publish(Score(node=n.id, proposal=p.id, specificity=v.specificity,
+                                         non_overlap=v.non_overlap, coverage=v.coverage,
+                                         acceptable=v.acceptable, feedback=v.feedback, rank=v.rank,
+                                         missing=v.missing, prompt_tokens=spent[0],
+                                         completion_tokens=spent[1])))
+                spent = (0, 0)  # the call's cost is carried once
+        self.ranked[n.id] = frozenset(job.covers)
+        return out + self._poll(tree, now)
+
+    def _read_result(self, n: NodeView, job: _Job, answer: Any, tree: Tree, now: int) -> list[Effect]:
+        cand = n.candidate
+        if cand is None or cand["id"] not in job.covers:
+            return []
+        checks = work.result_checks(tree, n, cand["output"], synthesis=n.task is TaskKind.SYNTHESIS)
+        accept_llm, problems_llm, spent = True, [], (0, 0)
+        out: list[Effect] = []
+        if isinstance(answer, LLMReply):
+            try:
+                accept_llm, problems_llm = work.review_from(answer.value, cand["output"])
+                spent = (answer.prompt_tokens, answer.completion_tokens)
+                self.backoff.reset()
+            except LLMBadOutput as exc:
+                out += [Count(Metric.LLM_BAD_OUTPUT),
+                        log("info", "LLM review unusable; reviewing on the checks alone", node=n.id,
+                            error=str(exc)[:200])]
+        else:
+            out.append(Count(Metric.LLM_BAD_OUTPUT))
+        problems = list(dict.fromkeys(list(checks) + ([] if accept_llm else problems_llm)))
+        accept = not problems
+        self.readings[cand["id"]] = (accept, problems, "")
+        out += [Publish(Review(node=n.id, result=cand["id"], accept=accept,
+                               problems=tuple(p[:200] for p in problems[:5]),
+                               prompt_tokens=spent[0], completion_tokens=spent[1])),
+                log("info", "reviewed", node=n.id, attempt=n.attempt, accept=accept, problems=problems[:3],
+                    rapporteur=True)]
         return out + self._poll(tree, now)
 
     def _judged_atomic(self, n: NodeView, answer: Any, tree: Tree, now: int) -> list[Effect]:
@@ -300,10 +469,4 @@ class Scorer(Behaviour):
                 answer = LLMBadOutput("unusable")
         if isinstance(answer, LLMBadOutput):
             self.atomic[n.id] = False  # when in doubt, split: a leaf too big is the worse error
-        elif isinstance(answer, LLMError):
-            delay = self.backoff.failed(now)
-            return [log("warning", "LLM unavailable; backing off", node=n.id, error=str(answer)[:300],
-                        retry_in_ms=delay)]
-        elif not isinstance(answer, LLMReply):
-            raise TypeError(f"unexpected answer {answer!r}")
         return [log("info", "judged", node=n.id, atomic=self.atomic[n.id])] + self._poll(tree, now)

@@ -15,6 +15,9 @@ class Timing:
     proposal_window_ratio: float = 2.0
     # A node nobody proposes for (no decomposer alive) is voted on anyway after this.
     open_timeout_ms: int = 600_000
+    # Electors wait this long for the rapporteur's reading of a result (its LLM call) before
+    # they vote on their own checks alone.
+    review_window_ms: int = 90_000
     # Tendermint-style round timeouts, started once a quorum of votes of a phase is in.
     prevote_timeout_ms: int = 1_000
     precommit_timeout_ms: int = 1_000

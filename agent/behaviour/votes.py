@@ -82,6 +82,21 @@ def public_leader(n: NodeView, before: int) -> str | None:
     return None
 
 
+def leader(t: Tally | None, before: int, exclude: tuple[str, ...] = (NIL,)) -> str | None:
+    """The value most prevoted in the latest round before ``before`` that has any prevotes
+    (``exclude`` left out), ties to the lowest value: what every peer reads the same way."""
+    if t is None:
+        return None
+    for r in range(before - 1, 0, -1):
+        rt = t.rounds.get(r)
+        if rt is None:
+            continue
+        counts = {v: len(w) for v, w in rt.prevotes.items() if v not in exclude}
+        if counts:
+            return min(counts, key=lambda v: (-counts[v], v))
+    return None
+
+
 def likely_split(n: NodeView) -> str | None:
     """The split a quorum prevoted on the undecided node ``n`` (its latest polka), if any:
     what is decided next unless a later round overtakes it."""

@@ -1,169 +1,102 @@
-"""The LLM-shaped steps of each role: build the request, and turn the answer into an event
-body (or a verdict). Pure; every driver runs the same code.
+"""The LLM-shaped steps of each role: build the request from the folded tree, and turn the
+answer into an event body (or a verdict). Pure; every driver runs the same code.
 
-Two layers: ``*_for`` functions take plain values (titles, paths) and are what the quality
-benchmark (agent.eval) drives in one process; the tree-based functions the behaviours call read
-those values off the folded tree and delegate to them.
+Every request of a goal carries the same frame (agent.llm.prompts.Frame): the goal, the date it
+was set and its settled brief, so every step keeps to the same working assumptions.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+import datetime as _dt
+from dataclasses import dataclass
+from typing import Any, Sequence
 
-from agent.core.events import Proposal, Result, Subgoal
+from agent.core import facts as fx
+from agent.core.events import Brief, Proposal, Result, Subgoal
 from agent.core.scoring import (
     Verdict,
     check_split,
-    combine,
+    chore_count,
+    combine_ranked,
     cross_branch_feedback,
     result_problem,
     title_problem,
 )
 from agent.core.text import english_goal
 from agent.core.tree import NodeView, ProposalView, Tree
+from agent.llm import prompts as P
 from agent.llm.base import LLMBadOutput, LLMRequest
-from agent.llm.prompts import (
-    STRATEGIES,
-    atomic_request,
-    decompose_request,
-    execute_request,
-    parse_atomic,
-    parse_decomposition,
-    parse_execution,
-    parse_score,
-    parse_synthesis,
-    score_request,
-    strategy_for,
-    synthesis_request,
-)
 
 # A decomposer's preference; strategy_for() swaps it for one that suits the node when it does
-# not (no "by place" split of a bakery).
-DEFAULT_STRATEGIES = STRATEGIES
+# not (no "by place" split of a bakery). The first is the whole job in order, as one direct
+# answer would write it.
+DEFAULT_STRATEGIES = ("outline", "by phase", "by component", "by time", "by place", "by stakeholder")
 ELSEWHERE_MAX = 24  # titles from other branches shown to a model (the prompt must stay short)
-NEUTRAL = {"specificity": 0.5, "non_overlap": 0.5, "coverage": 0.5, "feedback": ""}
 
 
-# ============================================================== plain values (benchmark, roles)
+# ============================================================== the frame of a goal
 
 
-def decompose_req_for(*, goal: str, path: Sequence[str], title: str, description: str,
-                      preference: str, max_children: int, feedback: Iterable[str] = (),
-                      previous: list[dict] | None = None, parent_split: Iterable[str] = (),
-                      seed: int | None = None) -> LLMRequest:
-    """``path``: titles from the goal down to the parent of this node (empty at the root);
-    ``parent_split``: the parent's accepted split, this node among it."""
-    return decompose_request(
-        goal=goal, path=list(path), title=title, description=description,
-        strategy=strategy_for(preference, goal, title, description), max_children=max_children,
-        feedback=feedback, previous=previous, parent_split=parent_split, seed=seed,
-    )
-
-
-def subgoals_for(answer: dict, *, title: str, ancestors: Sequence[str], max_children: int,
-                 elsewhere: Sequence[str] = ()) -> list[dict]:
-    """The usable subgoals of a decomposition answer. Subgoals that restate the node or an
-    ancestor, repeat a sibling or a title in another branch (``elsewhere``), or carry
-    placeholders or non-words are dropped (the rest can still be a good split);
-    ``LLMBadOutput`` when fewer than two remain."""
-    subgoals = parse_decomposition(answer, max_children=max_children)
-    kept: list[dict] = []
-    dropped: list[str] = []
-    for s in subgoals:
-        problem = title_problem(s["title"], [title, *ancestors])
-        if problem is None and any(check_split(title, [k["title"], s["title"]]).duplicates
-                                   for k in kept):
-            problem = f"'{s['title'][:40]}' overlaps another subgoal"
-        if problem is None and check_split(title, [s["title"]], elsewhere=elsewhere).cross:
-            problem = f"'{s['title'][:40]}' repeats another part of the plan"
-        if problem:
-            dropped.append(problem)
-        else:
-            kept.append(s)
-    checks = check_split(title, [s["title"] for s in kept], ancestors=ancestors,
-                         elsewhere=elsewhere)
-    if checks.hard_fail:
-        raise LLMBadOutput("split rejected before proposing: "
-                           + "; ".join((dropped + list(checks.notes))[:3]))
-    return kept
-
-
-def score_req_for(*, goal: str, title: str, description: str, strategy: str,
-                  subgoals: list[dict], scorer: str, elsewhere: Iterable[str] = (),
-                  seed: int | None = None) -> LLMRequest:
-    return score_request(goal=goal, title=title, description=description, strategy=strategy,
-                         subgoals=subgoals, scorer=scorer,
-                         elsewhere=list(elsewhere)[:ELSEWHERE_MAX], seed=seed)
-
-
-def verdict_for(answer: dict | None, *, title: str, subgoals: Sequence[dict],
-                ancestors: Sequence[str] = (), elsewhere: Sequence[str] = ()) -> Verdict:
-    """The scorer's verdict: the LLM's ratings (``None``: unusable, held neutral) blended with
-    the checks; overlap with other branches goes into the feedback."""
-    titles = [s["title"] for s in subgoals]
-    checks = check_split(title, titles, ancestors=ancestors, elsewhere=elsewhere,
-                         descriptions=[s.get("description", "") for s in subgoals])
-    llm = NEUTRAL if answer is None else parse_score(answer)
-    v = combine(llm, checks)
-    extra = [f for f in cross_branch_feedback(titles, elsewhere) if f[:30] not in v.feedback]
-    if extra:
-        v = Verdict(v.specificity, v.non_overlap, v.coverage,
-                    "; ".join([*extra[:1], v.feedback])[:400].strip("; "), v.hard_fail)
-    return v
-
-
-def atomic_req_for(*, goal: str, path: Sequence[str], title: str, description: str,
-                   seed: int | None = None) -> LLMRequest:
-    return atomic_request(goal=goal, path=list(path), title=title, description=description,
-                          seed=seed)
-
-
-def atomic_from(answer: dict) -> bool:
-    """A scorer's judgment: is the node doable in one sitting? (``LLMBadOutput`` if unusable;
-    the caller should then treat the node as not atomic, so it is split.)"""
-    return parse_atomic(answer)
-
-
-def execute_req_for(*, goal: str, path: Sequence[str], title: str, description: str,
-                    siblings: Iterable[str] = (), parent_split: Iterable[str] = (),
-                    decided: Iterable[tuple[str, str]] = (),
-                    seed: int | None = None) -> LLMRequest:
-    return execute_request(goal=goal, path=list(path), title=title, description=description,
-                           siblings=siblings, parent_split=parent_split, decided=decided,
-                           seed=seed)
-
-
-def result_text_for(answer: dict, *, goal: str, strict: bool = True) -> str:
-    """The result text; ``LLMBadOutput`` for an unusable one when ``strict`` (the executor
-    retries with a new seed; its last attempt takes any schema-valid answer, so a weak model
-    cannot stall a task forever)."""
-    output = parse_execution(answer)[:8000]
-    problem = result_problem(output, english=english_goal(goal))
-    if problem and strict:
-        raise LLMBadOutput(f"{problem}: {output[:80]!r}")
-    return output
-
-
-def synthesis_req_for(*, goal: str, path: Sequence[str], title: str, description: str,
-                      children: Iterable[tuple[str, str]], seed: int | None = None) -> LLMRequest:
-    return synthesis_request(goal=goal, path=list(path), title=title, description=description,
-                             children=children, seed=seed)
-
-
-def synthesis_text_for(answer: dict, *, goal: str, strict: bool = True) -> str:
-    text = parse_synthesis(answer)
-    problem = result_problem(text, english=english_goal(goal))
-    if problem and strict:
-        raise LLMBadOutput(f"{problem}: {text[:80]!r}")
-    return text
-
-
-# ============================================================== tree-based (the behaviours)
+def root_of(tree: Tree, node: NodeView) -> NodeView:
+    return tree.node(node.root) or node
 
 
 def goal_title(tree: Tree, node: NodeView) -> str:
-    root = tree.node(node.root)
-    return root.title if root else node.title
+    return root_of(tree, node).title
+
+
+def frame(tree: Tree, node: NodeView) -> P.Frame:
+    root = root_of(tree, node)
+    today = _dt.datetime.fromtimestamp(root.since / 1000, _dt.timezone.utc).date().isoformat() if root.since else ""
+    return P.Frame(root.title, today, dict(root.brief or {}), root.description)
+
+
+def brief_facts(tree: Tree, node: NodeView) -> fx.BriefFacts:
+    root = root_of(tree, node)
+    return fx.brief_facts(root.brief, f"{root.title} {root.description}")
+
+
+# ============================================================== brief
+
+
+def brief_req(tree: Tree, root: NodeView, seed: int | None) -> LLMRequest:
+    f = frame(tree, root)
+    return P.brief_request(P.Frame(f.goal, f.today, {}, f.about), seed=seed)
+
+
+def brief_from(answer: dict, tree: Tree, root: NodeView, prompt_tokens: int = 0, completion_tokens: int = 0,
+               *, strict: bool = True) -> Brief:
+    """A proposed brief; ``LLMBadOutput`` when it contradicts its goal (another length or
+    currency than the goal states, dates in the past) while ``strict``."""
+    fields = P.parse_brief(answer)
+    problems = fx.brief_problems(fields, f"{root.title} {root.description}", frame(tree, root).today)
+    if problems and strict:
+        raise LLMBadOutput("the brief contradicts its goal: " + "; ".join(problems))
+    return Brief(node=root.id, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                 **{k: v[:Brief.model_fields[k].metadata[0].max_length] if k != "currency" else v
+                    for k, v in fields.items()})
+
+
+def brief_quality(facts: dict[str, str], goal: str) -> float:
+    """How much a brief settles: its fields, a currency that is a real code its budget uses,
+    dates that parse. Electors choose among competing briefs by it (deterministic)."""
+    score = sum(1.0 for v in facts.values() if v) / 8 - len(fx.brief_problems(facts, goal))
+    bf = fx.brief_facts(facts, goal)
+    if facts.get("currency") and fx.money_in(facts.get("budget", "")):
+        score += 0.5 if bf.budget else 0.0
+    if bf.dated:
+        score += 0.5
+    return round(score, 3)
+
+
+def best_brief(root: NodeView) -> str | None:
+    if not root.briefs:
+        return None
+    goal = f"{root.title} {root.description}"
+    return max(root.briefs, key=lambda b: (brief_quality(b.facts, goal), -b.wall, b.id)).id
+
+
+# ============================================================== decompose
 
 
 def _above(tree: Tree, node: NodeView) -> list[str]:
@@ -198,30 +131,61 @@ def _split_of(tree: Tree, node: NodeView) -> list[str]:
 def decompose_req(tree: Tree, node: NodeView, strategy: str, seed: int | None,
                   previous: ProposalView | None = None) -> LLMRequest:
     """A split of ``node``; with ``previous``, a refinement of that split answering the
-    scorers' feedback on it."""
+    scorers' feedback on it (what they found missing first)."""
     prev = feedback = None
     if previous is not None:
         prev = [dict(s) for s in previous.subgoals]
-        feedback = previous.feedback() or ["make the subgoals more specific and distinct"]
-    return decompose_req_for(
-        goal=goal_title(tree, node), path=_above(tree, node), title=node.title,
-        description=node.description, preference=strategy, max_children=node.params.max_children,
-        feedback=feedback or [], previous=prev, parent_split=_split_of(tree, node), seed=seed,
+        missing = [f"missing: {s.missing}" for s in previous.scores if getattr(s, "missing", "")]
+        feedback = missing + previous.feedback() or ["make the steps more concrete and complete"]
+    return P.decompose_request(
+        frame(tree, node), path=_above(tree, node), title=node.title, description=node.description,
+        strategy=P.strategy_for(strategy, goal_title(tree, node), node.title, node.description),
+        max_children=node.params.max_children, feedback=feedback or [], previous=prev,
+        parent_split=_split_of(tree, node), seed=seed,
     )
 
 
 def decompose_req_ahead(tree: Tree, parent: NodeView, split: ProposalView, index: int, strategy: str,
-                       seed: int | None) -> LLMRequest:
+                        seed: int | None) -> LLMRequest:
     """The request ``decompose_req`` makes for child ``index`` of ``split``, made while that
-    split is not decided yet (so the child has no NodeView): the same goal, path, title,
+    split is not decided yet (so the child has no NodeView): the same frame, path, title,
     description and sibling titles the child will have."""
     sub = split.subgoals[index]
-    return decompose_req_for(
-        goal=goal_title(tree, parent), path=[n.title for n in tree.path(parent)], title=sub["title"],
-        description=sub.get("description", ""), preference=strategy,
+    return P.decompose_request(
+        frame(tree, parent), path=[n.title for n in tree.path(parent)], title=sub["title"],
+        description=sub.get("description", ""),
+        strategy=P.strategy_for(strategy, goal_title(tree, parent), sub["title"], sub.get("description", "")),
         max_children=parent.params.max_children, feedback=[], previous=None,
         parent_split=[s["title"] for s in split.subgoals], seed=seed,
     )
+
+
+def subgoals_for(answer: dict, *, title: str, ancestors: Sequence[str], max_children: int,
+                 elsewhere: Sequence[str] = ()) -> list[dict]:
+    """The usable subgoals of a decomposition answer. Subgoals that restate the node or an
+    ancestor, repeat a sibling or a title in another branch, or carry placeholders or
+    non-words are dropped (the rest can still be a good split; ``after`` references are
+    renumbered); ``LLMBadOutput`` when fewer than two remain."""
+    subgoals = P.parse_decomposition(answer, max_children=max_children)
+    kept: list[dict] = []
+    renumber: dict[int, int] = {}
+    dropped: list[str] = []
+    for n, s in enumerate(subgoals, 1):
+        problem = title_problem(s["title"], [title, *ancestors])
+        if problem is None and any(check_split(title, [k["title"], s["title"]]).duplicates for k in kept):
+            problem = f"'{s['title'][:40]}' overlaps another subgoal"
+        if problem is None and check_split(title, [s["title"]], elsewhere=elsewhere).cross:
+            problem = f"'{s['title'][:40]}' repeats another part of the plan"
+        if problem:
+            dropped.append(problem)
+            continue
+        after = tuple(sorted({renumber[a] for a in s["after"] if a in renumber}))
+        kept.append({**s, "after": after})
+        renumber[n] = len(kept)
+    checks = check_split(title, [s["title"] for s in kept], ancestors=ancestors, elsewhere=elsewhere)
+    if checks.hard_fail:
+        raise LLMBadOutput("split rejected before proposing: " + "; ".join((dropped + list(checks.notes))[:3]))
+    return kept
 
 
 def proposal_from(answer: dict, node: NodeView, strategy: str, refines: str | None,
@@ -232,77 +196,162 @@ def proposal_from(answer: dict, node: NodeView, strategy: str, refines: str | No
     elsewhere = elsewhere_titles(tree, node) if tree is not None else []
     subgoals = subgoals_for(answer, title=node.title, ancestors=ancestors,
                             max_children=node.params.max_children, elsewhere=elsewhere)
-    # the proposer's `atomic` is only a hint nobody trusts: electors judge leaves themselves
     return Proposal(
-        node=node.id, strategy=strategy_for(strategy, "", node.title, node.description)[:40],
-        subgoals=tuple(Subgoal(title=s["title"], description=s["description"], atomic=False)
-                       for s in subgoals),
+        node=node.id, strategy=P.strategy_for(strategy, "", node.title, node.description)[:40],
+        subgoals=tuple(Subgoal(title=s["title"], description=s["description"], atomic=False,
+                               after=s["after"]) for s in subgoals),
         refines=refines, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
     )
 
 
-def score_req(tree: Tree, node: NodeView, prop: ProposalView, me: str, seed: int | None) -> LLMRequest:
-    return score_req_for(
-        goal=goal_title(tree, node), title=node.title, description=node.description,
-        strategy=prop.strategy, subgoals=[dict(s) for s in prop.subgoals], scorer=me,
-        elsewhere=elsewhere_titles(tree, node), seed=seed,
+# ============================================================== judging splits
+
+
+def rank_req(tree: Tree, node: NodeView, props: Sequence[ProposalView], me: str,
+             seed: int | None) -> LLMRequest:
+    return P.rank_request(
+        frame(tree, node), path=_above(tree, node), title=node.title, description=node.description,
+        splits=[[dict(s) for s in p.subgoals] for p in props], scorer=me,
+        elsewhere=elsewhere_titles(tree, node)[:ELSEWHERE_MAX], seed=seed,
     )
 
 
-def verdict_from(answer: dict, node: NodeView, prop: ProposalView, tree: Tree | None = None) -> Verdict:
-    return verdict_for(answer, title=node.title, subgoals=prop.subgoals,
-                       ancestors=_above(tree, node) if tree is not None else (),
-                       elsewhere=elsewhere_titles(tree, node) if tree is not None else ())
+@dataclass(frozen=True)
+class Judged:
+    """A scorer's side-by-side judgment of a node's splits: a verdict per split (its rank among
+    them, 1 the best) in the order of ``props``."""
+
+    verdicts: tuple[Verdict, ...]
+    llm_used: bool
 
 
-def verdict_without_llm(node: NodeView, prop: ProposalView, tree: Tree | None = None) -> Verdict:
-    """When the LLM's judgment is unusable: the checks alone, the LLM's half held neutral."""
-    return verdict_for(None, title=node.title, subgoals=prop.subgoals,
-                       ancestors=_above(tree, node) if tree is not None else (),
-                       elsewhere=elsewhere_titles(tree, node) if tree is not None else ())
+def judge_splits(answer: dict | None, tree: Tree, node: NodeView, props: Sequence[ProposalView]) -> Judged:
+    """Verdicts for ``props`` from a ranking answer (``None``: unusable, the checks alone)
+    blended with the deterministic checks; ranked best first by (acceptable, overall)."""
+    ranking = P.parse_rank(answer, len(props)) if answer is not None else None
+    ancestors = _above(tree, node)
+    elsewhere = elsewhere_titles(tree, node)
+    verdicts = []
+    for i, p in enumerate(props):
+        titles = [s["title"] for s in p.subgoals]
+        checks = check_split(node.title, titles, ancestors=ancestors, elsewhere=elsewhere,
+                             descriptions=[s.get("description", "") for s in p.subgoals])
+        v = combine_ranked(checks, chores=chore_count(titles),
+                           llm_best=ranking is not None and ranking.best == i,
+                           llm_missing=ranking.missing[i] if ranking else "",
+                           llm_chores=ranking.chores[i] if ranking else None)
+        extra = [f for f in cross_branch_feedback(titles, elsewhere) if f[:30] not in v.feedback]
+        if extra:
+            v = v.with_feedback("; ".join([*extra[:1], v.feedback])[:400].strip("; "))
+        verdicts.append(v)
+    order = sorted(range(len(props)), key=lambda i: (not verdicts[i].acceptable, -verdicts[i].overall, props[i].id))
+    ranked = list(verdicts)
+    for place, i in enumerate(order, 1):
+        ranked[i] = verdicts[i].with_rank(place)
+    return Judged(tuple(ranked), ranking is not None)
 
 
 def atomic_req(tree: Tree, node: NodeView, seed: int | None) -> LLMRequest:
-    return atomic_req_for(goal=goal_title(tree, node), path=_above(tree, node), title=node.title,
-                          description=node.description, seed=seed)
+    return P.atomic_request(frame(tree, node), path=_above(tree, node), title=node.title,
+                            description=node.description, seed=seed)
+
+
+def atomic_from(answer: dict) -> bool:
+    """A scorer's judgment: is the node one step? (``LLMBadOutput`` if unusable; the caller
+    should then treat the node as not atomic, so it is split.)"""
+    return P.parse_atomic(answer)
+
+
+# ============================================================== execution and synthesis
 
 
 def child_answer(child: NodeView) -> str:
-    """A child's contribution to its parent's synthesis: its counted result (for a split child,
-    that is its own synthesis)."""
+    """A child's contribution to its parent's synthesis: its accepted result (for a split
+    child, that is its own synthesis)."""
     return str((child.result or {}).get("output", ""))
 
 
+def _earlier_attempt(node: NodeView) -> tuple[str, list[str]]:
+    if not node.history:
+        return "", []
+    last = node.history[-1]
+    text = str((last.get("result") or {}).get("output", ""))
+    feedback = [p for r in last.get("reviews", ()) for p in r.get("problems", ())]
+    feedback += [r["feedback"] for r in last.get("reviews", ()) if r.get("feedback")]
+    return text, list(dict.fromkeys(feedback))
+
+
 def execute_req(tree: Tree, node: NodeView, seed: int | None) -> LLMRequest:
-    split = _split_of(tree, node)
     parent = tree.node(node.parent) if node.parent else None
-    decided = [(c.title, child_answer(c)) for c in (parent.children if parent else [])
-               if c.id != node.id and child_answer(c)]
-    return execute_req_for(
-        goal=goal_title(tree, node), path=_above(tree, node), title=node.title,
-        description=node.description, siblings=[t for t in split if t != node.title],
-        parent_split=split, decided=decided, seed=seed,
+    siblings = parent.children if parent else []
+    position = next((i for i, c in enumerate(siblings, 1) if c.id == node.id), 0)
+    follows_ids = {siblings[a - 1].id for a in node.after if 0 < a <= len(siblings)}
+    follows = [(c.title, child_answer(c)) for c in siblings if c.id in follows_ids]
+    decided = [(c.title, child_answer(c)) for c in siblings
+               if c.id != node.id and c.id not in follows_ids and child_answer(c)]
+    previous, feedback = _earlier_attempt(node)
+    return P.execute_request(
+        frame(tree, node), path=_above(tree, node), title=node.title, description=node.description,
+        parent_split=[c.title for c in siblings], position=position, follows=follows,
+        decided=decided, previous=previous, feedback=feedback, seed=seed,
     )
 
 
 def synthesis_req(tree: Tree, node: NodeView, seed: int | None) -> LLMRequest:
-    """The synthesis task of a split node whose children are all done."""
-    return synthesis_req_for(
-        goal=goal_title(tree, node), path=_above(tree, node), title=node.title,
-        description=node.description,
-        children=[(c.title, child_answer(c)) for c in node.children], seed=seed,
+    """The synthesis task of a split node whose children are all done: every child's result
+    in full."""
+    previous, feedback = _earlier_attempt(node)
+    return P.synthesis_request(
+        frame(tree, node), path=_above(tree, node), title=node.title, description=node.description,
+        children=[(c.title, child_answer(c)) for c in node.children], previous=previous,
+        feedback=feedback, seed=seed,
     )
 
 
-def result_from(answer: dict, tree: Tree, node: NodeView, claim_id: str, *, synthesis: bool = False,
-                strict: bool = True, prompt_tokens: int = 0, completion_tokens: int = 0) -> Result:
-    """A leaf's result or a split node's synthesis. Raises LLMBadOutput for an unusable one (the
-    executor retries with a new seed; its last attempt takes any schema-valid answer, so a weak
-    model cannot stall a task forever)."""
+def result_checks(tree: Tree, node: NodeView, output: str, *, synthesis: bool) -> list[str]:
+    """What is wrong with a result as plan content (empty: nothing found): the form checks,
+    then the facts against the brief and the siblings (a synthesis: against its children)."""
     goal = goal_title(tree, node)
+    problem = result_problem(output, english=english_goal(goal))
+    out = [problem] if problem else []
+    facts = brief_facts(tree, node)
     if synthesis:
-        output = synthesis_text_for(answer, goal=goal, strict=strict)
+        return out + fx.synthesis_problems(output, [(c.title, child_answer(c)) for c in node.children], facts)
+    parent = tree.node(node.parent) if node.parent else None
+    siblings = [(c.title, child_answer(c)) for c in (parent.children if parent else []) if c.id != node.id]
+    return out + fx.result_problems(output, facts, siblings=siblings)
+
+
+def result_from(answer: dict, tree: Tree, node: NodeView, claim_id: str, *, synthesis: bool = False,
+                strict: bool = True, prompt_tokens: int = 0, completion_tokens: int = 0,
+                key: str | None = None) -> Result:
+    """A leaf's result or a split node's synthesis, for the task key ``key`` (default: the
+    node's current attempt). Raises LLMBadOutput for one the checks find wrong while
+    ``strict`` (the executor retries with a new seed; its last attempt takes any
+    schema-valid answer, so a weak model cannot stall a task; the review may still send it
+    back)."""
+    if synthesis:
+        output = P.parse_synthesis(answer, [c.title for c in node.children])
     else:
-        output = result_text_for(answer, goal=goal, strict=strict)
-    return Result(node=node.id, claim=claim_id, output=output[:8000],
+        output = P.parse_execution(answer)
+    if strict:
+        problems = result_checks(tree, node, output, synthesis=synthesis)
+        if problems:
+            raise LLMBadOutput(f"{problems[0]}: {output[:80]!r}")
+    return Result(node=key or node.task_key, claim=claim_id, output=output[:8000],
                   prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+
+
+# ============================================================== review
+
+
+def review_req(tree: Tree, node: NodeView, output: str, seed: int | None) -> LLMRequest:
+    parent = tree.node(node.parent) if node.parent else None
+    siblings = [(c.title, child_answer(c)) for c in (parent.children if parent else [])
+                if c.id != node.id and child_answer(c)]
+    return P.review_request(frame(tree, node), path=_above(tree, node), title=node.title,
+                            description=node.description, result=output, siblings=siblings, seed=seed)
+
+
+def review_from(answer: dict, output: str) -> tuple[bool, list[str]]:
+    return P.parse_review(answer, output)

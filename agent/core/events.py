@@ -11,10 +11,13 @@ from __future__ import annotations
 import base64
 import hashlib
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import (
+    BaseModel, ConfigDict, Field, SerializationInfo, SerializerFunctionWrapHandler, TypeAdapter,
+    ValidationError, model_serializer, model_validator,
+)
 
 from .hlc import Timestamp
 from .identity import Identity, verify
@@ -25,11 +28,18 @@ PROTOCOL_VERSION = 2
 EVENT_ID = r"^[0-9a-f]{64}$"
 # A node is a goal (its event id) or the i-th subgoal of a proposal: "<proposal id>/<i>".
 NODE_ID = r"^[0-9a-f]{64}(/[0-9]{1,2})?$"
+# What a vote decides (agent.core.slots): a node's split (the node id), a goal's brief
+# ("<goal>#b") or the review of a task's k-th result ("<node>#v<k>").
+SLOT_ID = r"^[0-9a-f]{64}(/[0-9]{1,2})?(#(b|v[1-9]))?$"
+# What a claim holds: a task's first attempt (the node id), or its k-th after a rejected result
+# ("<node>#<k>").
+TASK_ID = r"^[0-9a-f]{64}(/[0-9]{1,2})?(#[2-9])?$"
 PEER_ID = r"^[1-9A-HJ-NP-Za-km-z]{40,60}$"
 # What a vote can be for: a proposal (split the node that way), LEAF (execute the node as it
-# is) or NIL (nothing this round).
-LEAF, NIL = "leaf", "nil"
-VOTE_VALUE = r"^([0-9a-f]{64}|leaf|nil)$"
+# is) or NIL (nothing this round); on a brief slot a brief (LEAF: plan without one); on a review
+# slot the result (accept it) or REJECT (send the task back).
+LEAF, NIL, REJECT = "leaf", "nil", "reject"
+VOTE_VALUE = r"^([0-9a-f]{64}|leaf|nil|reject)$"
 # Rounds are unbounded in the protocol (liveness may need many under a long partition); this
 # cap only bounds what a faulty member can make every agent store.
 MAX_ROUND = 1000
@@ -37,6 +47,8 @@ MAX_ELECTORATE = 101
 
 EventId = Annotated[str, Field(pattern=EVENT_ID)]
 NodeId = Annotated[str, Field(pattern=NODE_ID)]
+SlotId = Annotated[str, Field(pattern=SLOT_ID)]
+TaskId = Annotated[str, Field(pattern=TASK_ID)]
 PeerId = Annotated[str, Field(pattern=PEER_ID)]
 Score01 = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 RoleName = Literal["decomposer", "scorer", "executor", "observer", "submitter"]
@@ -44,7 +56,21 @@ Phase = Literal["prevote", "precommit"]
 
 
 class _Model(BaseModel):
+    """``_omit_empty``: fields added after protocol v2 shipped. They are left out of the
+    canonical form while empty (None, False, 0, "", []), so every event written before they existed
+    keeps its bytes, its id and its signature."""
+
     model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False)
+    _omit_empty: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _canonical_fields(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        out = handler(self)
+        if self._omit_empty and isinstance(out, dict):
+            for key in self._omit_empty:
+                if key in out and out[key] in (None, False, 0, "", [], ()):
+                    del out[key]
+        return out
 
 
 class PlanParams(_Model):
@@ -60,6 +86,17 @@ class PlanParams(_Model):
     max_children: int = Field(ge=2, le=12)
     max_rounds: int = Field(ge=1, le=10)
     max_lease_ms: int = Field(default=300_000, ge=1000, le=3_600_000)
+    # the goal's working assumptions are settled (a decided brief) before the tree grows
+    brief: bool = False
+    # attempts a task gets: results of attempts before the last are reviewed by the electorate
+    # (accepted, or sent back with feedback); 0 or 1: no review (a result counts as it comes)
+    max_attempts: int = Field(default=0, ge=0, le=9)
+
+    _omit_empty = frozenset({"brief", "max_attempts"})
+
+    @property
+    def attempts(self) -> int:
+        return max(1, self.max_attempts)
 
     @model_validator(mode="after")
     def _check(self) -> "PlanParams":
@@ -81,6 +118,11 @@ class Subgoal(_Model):
     title: str = Field(min_length=1, max_length=120)
     description: str = Field(default="", max_length=600)
     atomic: bool = False  # the proposer's hint only: whether a node is a leaf is voted on
+    # the earlier subgoals (1-based positions in the split) whose results this one needs: its
+    # task waits until they are done, and its executor sees their results
+    after: tuple[Annotated[int, Field(ge=1, le=12)], ...] = Field(default=(), max_length=11)
+
+    _omit_empty = frozenset({"after"})
 
 
 class Hello(_Model):
@@ -107,6 +149,39 @@ class Proposal(_Model):
     prompt_tokens: int = Field(default=0, ge=0, le=10_000_000)  # what the LLM call cost
     completion_tokens: int = Field(default=0, ge=0, le=10_000_000)
 
+    @model_validator(mode="after")
+    def _order(self) -> "Proposal":
+        for i, s in enumerate(self.subgoals, 1):
+            if any(a >= i for a in s.after):
+                raise ValueError(f"subgoal {i} may only follow earlier subgoals, not {list(s.after)}")
+        return self
+
+
+BRIEF_FIELDS = ("duration", "dates", "budget", "currency", "place", "people", "constraints", "done")
+
+
+class Brief(_Model):
+    """A goal's working assumptions, settled before its tree grows and carried by every prompt
+    below it. Decomposers propose briefs and the electorate decides one like a split; a brief
+    from the goal's own author (the person who submitted it, amending on the page) takes
+    precedence over any decision."""
+
+    type: Literal["brief"] = "brief"
+    node: EventId  # the goal
+    duration: str = Field(default="", max_length=120)
+    dates: str = Field(default="", max_length=120)
+    budget: str = Field(default="", max_length=120)
+    currency: str = Field(default="", pattern=r"^([A-Z]{3})?$")  # ISO 4217 code of the budget
+    place: str = Field(default="", max_length=160)
+    people: str = Field(default="", max_length=120)
+    constraints: str = Field(default="", max_length=300)
+    done: str = Field(default="", max_length=300)
+    prompt_tokens: int = Field(default=0, ge=0, le=10_000_000)
+    completion_tokens: int = Field(default=0, ge=0, le=10_000_000)
+
+    def facts(self) -> dict[str, str]:
+        return {k: getattr(self, k) for k in BRIEF_FIELDS if getattr(self, k)}
+
 
 class Score(_Model):
     """A judgment of one proposal: shown, and fed back to the decomposers for refinement.
@@ -122,6 +197,26 @@ class Score(_Model):
     feedback: str = Field(default="", max_length=400)
     prompt_tokens: int = Field(default=0, ge=0, le=10_000_000)
     completion_tokens: int = Field(default=0, ge=0, le=10_000_000)
+    # the scorer's place for this split among the node's splits it judged side by side (1 is
+    # its best), and the essential work it found missing
+    rank: int | None = Field(default=None, ge=1, le=50)
+    missing: str = Field(default="", max_length=300)
+
+    _omit_empty = frozenset({"rank", "missing"})
+
+
+class Review(_Model):
+    """An elector's reading of a task's result: feedback for a new attempt, and what it votes
+    on the result's review slot. Like a score it is not a vote."""
+
+    type: Literal["review"] = "review"
+    node: NodeId
+    result: EventId
+    accept: bool
+    problems: tuple[Annotated[str, Field(max_length=200)], ...] = Field(default=(), max_length=5)
+    feedback: str = Field(default="", max_length=400)
+    prompt_tokens: int = Field(default=0, ge=0, le=10_000_000)
+    completion_tokens: int = Field(default=0, ge=0, le=10_000_000)
 
 
 class Vote(_Model):
@@ -130,7 +225,7 @@ class Vote(_Model):
     (or LEAF) is decided by a quorum of precommits for it in one round."""
 
     type: Literal["vote"] = "vote"
-    node: NodeId
+    node: SlotId
     round: int = Field(ge=1, le=MAX_ROUND)
     phase: Phase
     value: str = Field(pattern=VOTE_VALUE)
@@ -138,13 +233,13 @@ class Vote(_Model):
 
 class Claim(_Model):
     type: Literal["claim"] = "claim"
-    node: NodeId
+    node: TaskId
     lease_ms: int = Field(ge=100, le=3_600_000)
 
 
 class Renew(_Model):
     type: Literal["renew"] = "renew"
-    node: NodeId
+    node: TaskId
     claim: EventId
     lease_ms: int = Field(ge=100, le=3_600_000)
 
@@ -153,7 +248,7 @@ class Release(_Model):
     """The holder gives a task back early (its LLM keeps failing, or it lost the lease)."""
 
     type: Literal["release"] = "release"
-    node: NodeId
+    node: TaskId
     claim: EventId
     reason: str = Field(default="", max_length=200)
 
@@ -162,7 +257,7 @@ class Result(_Model):
     """A leaf's output, or a split node's synthesis of its children's results."""
 
     type: Literal["result"] = "result"
-    node: NodeId
+    node: TaskId
     claim: EventId
     output: str = Field(min_length=1, max_length=8000)
     prompt_tokens: int = Field(default=0, ge=0, le=10_000_000)
@@ -170,10 +265,11 @@ class Result(_Model):
 
 
 Body = Annotated[
-    Union[Hello, Goal, Proposal, Score, Vote, Claim, Renew, Release, Result],
+    Union[Hello, Goal, Brief, Proposal, Score, Review, Vote, Claim, Renew, Release, Result],
     Field(discriminator="type"),
 ]
-EVENT_TYPES = ("hello", "goal", "proposal", "score", "vote", "claim", "renew", "release", "result")
+EVENT_TYPES = ("hello", "goal", "brief", "proposal", "score", "review", "vote", "claim", "renew",
+               "release", "result")
 
 
 class _Wire(_Model):

@@ -12,9 +12,13 @@ Intake rules (each refusal has a named reason, see `reasons.py`):
 - nothing is stamped before what it depends on (``backdated``);
 - votes come only from the goal's electorate, never on a node that is a leaf by depth;
 - proposals respect the goal's depth and width;
-- a claim names a node that is a task (a leaf, or a split node whose children are all done)
-  and a lease within the goal's cap; a claim on a node that is not (yet) a task waits, and is
-  dropped if it never becomes one;
+- a claim names a node that is a task (a leaf, or a split node whose children are all done,
+  once the earlier subgoals it follows are done; a later attempt once the previous attempt's
+  result was rejected) and a lease within the goal's cap; a claim on a node that is not (yet) a
+  task waits, and is dropped if it never becomes one;
+- a brief is for a goal that settles one; a review names a result of its node; a vote on a
+  brief slot names a brief of that goal (or LEAF: no brief), on a review slot a result of
+  that attempt (or REJECT), and only attempts before the last are reviewed;
 - only a claim's author renews, releases or reports it, and nobody renews or releases a claim
   after its own result (events that can never matter are not stored).
 """
@@ -27,10 +31,12 @@ from typing import Iterable
 
 from .consensus import LEAF, NIL, Tally, tally
 from .events import (
-    Claim, Event, Goal, Hello, PlanParams, Proposal, Release, Renew, Result, Score, Vote,
+    REJECT, Brief, Claim, Event, Goal, Hello, PlanParams, Proposal, Release, Renew, Result, Review,
+    Score, Vote,
 )
 from .leases import Leases, leases
 from .reasons import Reason, Rejected
+from .slots import base_node, brief_slot, parse_slot, parse_task, review_slot, task_key
 
 MAX_PENDING = 10_000
 MEMBERS = "@members"  # the change a hello makes (no node has this id)
@@ -52,8 +58,9 @@ class NodeRef:
 class NodeEvents:
     proposals: list[Event] = field(default_factory=list)
     scores: list[Event] = field(default_factory=list)
-    votes: list[Event] = field(default_factory=list)
-    claims: list[Event] = field(default_factory=list)
+    votes: list[Event] = field(default_factory=list)  # keyed by slot: a node's, or "#b"/"#v<k>"
+    claims: list[Event] = field(default_factory=list)  # keyed by task key: a node's, or "#<k>"
+    reviews: list[Event] = field(default_factory=list)
 
 
 @dataclass
@@ -74,6 +81,7 @@ class Plan:
         self.goals: dict[str, Event] = {}
         self.proposals: dict[str, Event] = {}
         self.claims: dict[str, Event] = {}
+        self.briefs: dict[str, list[Event]] = defaultdict(list)  # goal -> briefs proposed for it
         self.roles: dict[str, set[str]] = defaultdict(set)
         self.by_node: dict[str, NodeEvents] = defaultdict(NodeEvents)
         self.by_claim: dict[str, list[Event]] = defaultdict(list)
@@ -196,15 +204,18 @@ class Plan:
             return "event:" + b.refines
         if isinstance(b, Score) and b.proposal not in self.proposals:
             return "event:" + b.proposal
-        if isinstance(b, Vote) and b.value not in (LEAF, NIL) and b.value not in self.proposals:
+        if isinstance(b, Review) and b.result not in self.events:
+            return "event:" + b.result
+        if isinstance(b, Vote) and b.value not in (LEAF, NIL, REJECT) and b.value not in self.events:
             return "event:" + b.value
-        if self.node_ref(b.node) is None:
-            if "/" in b.node:
-                pid = b.node.partition("/")[0]
+        node = base_node(b.node)
+        if self.node_ref(node) is None:
+            if "/" in node:
+                pid = node.partition("/")[0]
                 if pid not in self.proposals:
                     return "event:" + pid
-                raise Rejected(Reason.UNKNOWN_DEPENDENCY, f"proposal {pid[:10]} has no subgoal {b.node}")
-            return "event:" + b.node
+                raise Rejected(Reason.UNKNOWN_DEPENDENCY, f"proposal {pid[:10]} has no subgoal {node}")
+            return "event:" + node
         if isinstance(b, Claim):
             self._check_claim_static(ev)
             blocker = self.task_blocker(b.node)
@@ -217,8 +228,11 @@ class Plan:
         b = ev.body
         if isinstance(b, Vote):
             keys.append("task:" + b.node)  # a decision here may make a waiting claim's node a task
+            if "#v" in b.node:
+                keys.append("done:" + base_node(b.node))  # an accepted result makes its node done
         elif isinstance(b, (Result, Renew)):
-            keys.append("done:" + b.node)  # ...and a done child its parent's synthesis
+            # ...and a done child its parent's synthesis, or the subgoals that follow it
+            keys.append("done:" + base_node(b.node))
         return keys
 
     def _before(self, ev: Event, dep_id: str, what: str) -> None:
@@ -227,22 +241,36 @@ class Plan:
             raise Rejected(Reason.BACKDATED, f"stamped {ev.hlc}, not after the {what} it depends on ({dep.hlc})")
 
     def _check_claim_static(self, ev: Event) -> None:
-        ref = self.node_ref(ev.body.node)
+        node, attempt = parse_task(ev.body.node)
+        ref = self.node_ref(node)
         assert ref is not None
-        cap = self.params(ref).max_lease_ms
+        params = self.params(ref)
+        cap = params.max_lease_ms
         if ev.body.lease_ms > cap:
             raise Rejected(Reason.LEASE_TOO_LONG, f"lease {ev.body.lease_ms} ms > the goal's {cap} ms")
+        if attempt > params.attempts:
+            raise Rejected(Reason.NOT_CLAIMABLE, f"attempt {attempt}; the goal allows {params.attempts}")
 
     def _check(self, ev: Event) -> None:
         """Rules that need the dependencies present and can never change once they are."""
         b = ev.body
         if isinstance(b, (Goal, Hello)):
             return
-        ref = self.node_ref(b.node)
+        ref = self.node_ref(base_node(b.node))
         assert ref is not None
         params = self.params(ref)
         self._before(ev, ref.creator, "node")
-        if isinstance(b, Proposal):
+        if isinstance(b, Brief):
+            if not params.brief:
+                raise Rejected(Reason.WRONG_NODE, "the goal settles no brief")
+        elif isinstance(b, Review):
+            result = self.events[b.result]
+            if result.body.type != "result" or base_node(result.body.node) != b.node:
+                raise Rejected(Reason.WRONG_NODE, "reviews a result of another node")
+            self._before(ev, b.result, "result")
+        elif isinstance(b, Vote) and "#" in b.node:
+            self._check_slot_vote(ev, ref, params)
+        elif isinstance(b, Proposal):
             if ref.depth >= params.max_depth:
                 raise Rejected(Reason.TOO_DEEP, f"node at depth {ref.depth}, max {params.max_depth}")
             if len(b.subgoals) > params.max_children:
@@ -261,8 +289,10 @@ class Plan:
                 raise Rejected(Reason.NOT_ELECTOR, f"{ev.author[-8:]} is not in the goal's electorate")
             if ref.depth >= params.max_depth:
                 raise Rejected(Reason.TOO_DEEP, "a node at the depth limit is a leaf: nothing to vote on")
+            if b.value == REJECT:
+                raise Rejected(Reason.WRONG_NODE, "a split slot has no REJECT")
             if b.value not in (LEAF, NIL):
-                if self.proposals[b.value].body.node != b.node:
+                if b.value not in self.proposals or self.proposals[b.value].body.node != b.node:
                     raise Rejected(Reason.WRONG_NODE, "vote names a proposal of another node")
                 self._before(ev, b.value, "proposal")
         elif isinstance(b, Claim):
@@ -282,6 +312,35 @@ class Plan:
                     # can never matter; an honest executor stops renewing before it reports
                     raise Rejected(Reason.AFTER_RESULT, "the claim already has its result")
 
+    def _check_slot_vote(self, ev: Event, ref: NodeRef, params: PlanParams) -> None:
+        b = ev.body
+        if ev.author not in params.electorate:
+            raise Rejected(Reason.NOT_ELECTOR, f"{ev.author[-8:]} is not in the goal's electorate")
+        slot = parse_slot(b.node)
+        if b.value == NIL:
+            pass
+        elif slot.kind == "brief":
+            if b.value == REJECT:
+                raise Rejected(Reason.WRONG_NODE, "a brief slot has no REJECT")
+            if b.value != LEAF:
+                brief = self.events[b.value]
+                if brief.body.type != "brief" or brief.body.node != slot.node:
+                    raise Rejected(Reason.WRONG_NODE, "vote names no brief of this goal")
+                self._before(ev, b.value, "brief")
+        else:
+            if b.value == LEAF:
+                raise Rejected(Reason.WRONG_NODE, "a review slot has no LEAF")
+            if b.value != REJECT:
+                result = self.events[b.value]
+                if result.body.type != "result" or result.body.node != task_key(slot.node, slot.attempt):
+                    raise Rejected(Reason.WRONG_NODE, "vote names no result of this attempt")
+                self._before(ev, b.value, "result")
+        if slot.kind == "brief" and (ref.depth != 0 or not params.brief):
+            raise Rejected(Reason.WRONG_NODE, "the goal settles no brief")
+        if slot.kind == "review" and slot.attempt >= params.attempts:
+            raise Rejected(Reason.WRONG_NODE, f"attempt {slot.attempt} is not reviewed "
+                                              f"(the goal allows {params.attempts})")
+
     def _index(self, ev: Event) -> None:
         self.events[ev.id] = ev
         self.version += 1
@@ -294,9 +353,13 @@ class Plan:
             self.changes.append(ev.id)
             self.goals[ev.id] = ev
             return
-        self.changes.append(b.node)
+        self.changes.append(base_node(b.node))
         ne = self.by_node[b.node]
-        if isinstance(b, Proposal):
+        if isinstance(b, Brief):
+            self.briefs[b.node].append(ev)
+        elif isinstance(b, Review):
+            ne.reviews.append(ev)
+        elif isinstance(b, Proposal):
             self.proposals[ev.id] = ev
             ne.proposals.append(ev)
         elif isinstance(b, Score):
@@ -324,9 +387,10 @@ class Plan:
 
     # ------------------------------------------------------------------ derived, cached
     def tally(self, node: str) -> Tally:
+        """The votes on a slot: a node's split (its id), a brief or a review slot."""
         t = self._tallies.get(node)
         if t is None:
-            ref = self.node_ref(node)
+            ref = self.node_ref(base_node(node))
             quorum = self.params(ref).quorum if ref is not None else 1
             t = self._tallies[node] = tally(self.by_node[node].votes if node in self.by_node else (), quorum)
         return t
@@ -335,7 +399,7 @@ class Plan:
         ls = self._leases.get(node)
         if ls is None:
             ne = self.by_node.get(node)
-            ref = self.node_ref(node)
+            ref = self.node_ref(base_node(node))
             cap = self.params(ref).max_lease_ms if ref is not None else 0
             ls = self._leases[node] = leases(ne.claims if ne else (), self.by_claim, cap)
         return ls
@@ -357,7 +421,61 @@ class Plan:
         return ref.depth >= self.params(ref).max_depth or self.decided(node) == LEAF
 
     def is_done(self, node: str) -> bool:
-        return self.leases(node).counted is not None
+        return self.accepted(node) is not None
+
+    # ------------------------------------------------------------------ briefs and attempts
+    def brief(self, goal: str) -> Event | None:
+        """The goal's settled brief: the latest one its own author wrote (the person amending
+        it), else the one the electorate decided (None while undecided, or decided LEAF)."""
+        own = [e for e in self.briefs.get(goal, ()) if e.author == self.goals[goal].author]
+        if own:
+            return max(own, key=lambda e: (e.order, e.id))
+        value = self.decided(brief_slot(goal))
+        return self.events[value] if value not in (None, LEAF) else None
+
+    def brief_settled(self, goal: str) -> bool:
+        if goal not in self.goals or not self.goals[goal].body.params.brief:
+            return True
+        if any(e.author == self.goals[goal].author for e in self.briefs.get(goal, ())):
+            return True
+        return self.decided(brief_slot(goal)) is not None
+
+    def attempt(self, node: str) -> int:
+        """The task's current attempt: one more than its results rejected so far."""
+        ref = self.node_ref(node)
+        last = self.params(ref).attempts if ref is not None else 1
+        k = 1
+        while k < last and self.decided(review_slot(node, k)) == REJECT:
+            k += 1
+        return k
+
+    def accepted(self, node: str) -> Event | None:
+        """The node's result: the one its review accepted, or the last attempt's counted one."""
+        ref = self.node_ref(node)
+        if ref is None:
+            return None
+        k = self.attempt(node)
+        counted = self.leases(task_key(node, k)).counted
+        if k >= self.params(ref).attempts:
+            return counted
+        value = self.decided(review_slot(node, k))
+        return self.events[value] if value not in (None, REJECT) else None
+
+    def dependents(self, node: str) -> list[str]:
+        """The siblings that follow ``node`` (its done-ness decides whether they are tasks)."""
+        ref = self.node_ref(node)
+        if ref is None or ref.proposal is None:
+            return []
+        subs = self.proposals[ref.proposal].body.subgoals
+        return [child_id(ref.proposal, i) for i, s in enumerate(subs) if ref.index + 1 in s.after]
+
+    def after(self, node: str) -> tuple[str, ...]:
+        """The sibling nodes whose results ``node`` follows (its subgoal's ``after``)."""
+        ref = self.node_ref(node)
+        if ref is None or ref.proposal is None:
+            return ()
+        sub = self.proposals[ref.proposal].body.subgoals[ref.index]
+        return tuple(child_id(ref.proposal, a - 1) for a in sub.after)
 
     def children(self, node: str) -> list[str]:
         v = self.decided(node)
@@ -370,9 +488,11 @@ class Plan:
         Monotone: once a node is a task it stays one (decisions and valid results are final)."""
         return self.task_blocker(node) is None
 
-    def task_blocker(self, node: str) -> str | None:
-        """None if ``node`` is a task; else the key of what must happen first: "task:<n>" (a
-        decision at node n) or "done:<n>" (child n done). A claim waits under that key."""
+    def task_blocker(self, key: str) -> str | None:
+        """None if the task key ``key`` (a node, or a later attempt of it) is a task; else the
+        key of what must happen first: "task:<slot>" (a decision on that slot) or "done:<n>"
+        (node n done: a child, or an earlier subgoal it follows). A claim waits under that key."""
+        node, attempt = parse_task(key)
         ref = self.node_ref(node)
         chain = []
         while ref is not None and ref.proposal is not None:
@@ -382,14 +502,18 @@ class Plan:
             parent = self.proposals[r.proposal].body.node
             if self.decided(parent) != r.proposal:
                 return "task:" + parent
-        if self.is_leaf(node):
-            return None
-        kids = self.children(node)
-        if not kids:
-            return "task:" + node
-        for k in kids:
-            if not self.is_done(k):
-                return "done:" + k
+        for dep in self.after(node):
+            if not self.is_done(dep):
+                return "done:" + dep
+        if not self.is_leaf(node):
+            kids = self.children(node)
+            if not kids:
+                return "task:" + node
+            for k in kids:
+                if not self.is_done(k):
+                    return "done:" + k
+        if attempt > 1 and self.decided(review_slot(node, attempt - 1)) != REJECT:
+            return "task:" + review_slot(node, attempt - 1)
         return None
 
     def latest_wall(self) -> int:

@@ -10,7 +10,8 @@ language. Words are compared after normalising and stemming (agent.core.text).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from agent.core import text as tx
@@ -107,6 +108,8 @@ class Verdict:
     coverage: float
     feedback: str
     hard_fail: bool
+    rank: int | None = None  # its place among the node's splits judged side by side
+    missing: str = ""  # essential work the split leaves out
 
     @property
     def overall(self) -> float:
@@ -115,6 +118,56 @@ class Verdict:
     @property
     def acceptable(self) -> bool:
         return not self.hard_fail and self.overall >= APPROVE_THRESHOLD
+
+    def with_rank(self, rank: int) -> "Verdict":
+        return replace(self, rank=rank)
+
+    def with_feedback(self, feedback: str) -> "Verdict":
+        return replace(self, feedback=feedback)
+
+
+# Titles that name work about the work instead of the work itself ("Identify and prioritize
+# tasks", "Research options"): a split made of them gets nothing done.
+CHORE = re.compile(
+    r"^(?:research|identify|determine|decide|prioriti[sz]e|plan|review|gather|brainstorm|"
+    r"analy[sz]e|assess|evaluate|consider|outline|define|explore|investigate|learn|study|"
+    r"understand|discuss|list|estimate|check out|look into|think about|figure out|set goals|"
+    r"create an? (?:plan|list|checklist|outline|timeline|strategy)|make an? (?:plan|list))\b",
+    re.IGNORECASE,
+)
+
+
+def chore_count(titles: Sequence[str]) -> int:
+    return sum(1 for t in titles if CHORE.match(t.strip()))
+
+
+RANK_BONUS = 0.15  # the scorer's LLM chose this split among all on the table
+
+
+def combine_ranked(checks: Checks, *, chores: int, llm_best: bool, llm_missing: str,
+                   llm_chores: int | None) -> Verdict:
+    """A split's verdict from the checks and a side-by-side ranking (``llm_chores`` None: no
+    usable ranking). Planning chores cost specificity, work the ranking found missing costs
+    coverage, and the ranking's choice adds a bonus; a hard failure of the checks is never
+    acceptable, and a split mostly made of chores neither."""
+    n = max(checks.n, 1)
+    chore_share = max(chores, llm_chores or 0) / n if llm_chores is not None else chores / n
+    spec = max(0.0, 1 - checks.vague / n - 0.5 * checks.repeats_parent / n - 0.8 * chore_share)
+    non_overlap = max(0.0, 1 - (checks.duplicates + 0.5 * checks.cross) / n)
+    coverage = (0.5 + 0.5 * checks.coverage) * (1 - 0.5 * checks.repeats_parent / n)
+    if llm_chores is not None:
+        coverage = coverage * (0.7 if llm_missing else 1.0)
+        if llm_best:
+            spec, coverage = spec + RANK_BONUS, coverage + RANK_BONUS
+    parts = list(checks.notes[:3])
+    if chores:
+        parts.append(f"{chores} of {checks.n} steps are planning chores, not the work itself")
+    if llm_missing:
+        parts.append(f"missing: {llm_missing}")
+    r = lambda x: round(min(1.0, max(0.0, x)), 3)  # noqa: E731
+    hard = checks.hard_fail or 2 * chores > checks.n
+    return Verdict(r(spec), r(non_overlap), r(coverage), "; ".join(parts)[:400], hard,
+                   missing=llm_missing[:300])
 
 
 LLM_WEIGHT = 0.5  # a small local model's judgment is noisy: the checks carry half the score

@@ -8,18 +8,21 @@ from enum import StrEnum
 from typing import Any, Iterator
 
 from .consensus import LEAF, NIL, Tally
-from .events import PlanParams, canonical
+from .events import REJECT, Event, PlanParams, canonical
 from .leases import ClaimState
 from .plan import MEMBERS, Plan, child_id
+from .slots import brief_slot, review_slot, task_key
 
 
 class NodeState(StrEnum):
     OPEN = "open"  # no proposal yet
     VOTING = "voting"  # proposals and votes, nothing decided
     SPLIT = "split"  # a split was decided; children not all done
+    WAITING = "waiting"  # a task whose earlier subgoals (the ones it follows) are not done yet
     READY = "ready"  # a task (leaf, or synthesis of done children) nobody holds
     CLAIMED = "claimed"  # a task under a live lease
-    DONE = "done"  # the task has its counted result
+    REVIEW = "review"  # the attempt's result awaits the electorate's review
+    DONE = "done"  # the task has its result (accepted, or the last attempt's)
 
 
 class TaskKind(StrEnum):
@@ -44,6 +47,26 @@ class ScoreView:
 
 
 @dataclass
+class ReviewView:
+    author: str
+    result: str
+    accept: bool
+    problems: list[str]
+    feedback: str
+    wall: int
+    tokens: tuple[int, int] = (0, 0)
+
+
+@dataclass
+class BriefView:
+    id: str
+    author: str
+    wall: int
+    facts: dict[str, str]
+    tokens: tuple[int, int] = (0, 0)
+
+
+@dataclass
 class ProposalView:
     id: str
     author: str
@@ -53,6 +76,7 @@ class ProposalView:
     subgoals: list[dict[str, Any]]
     scores: list[ScoreView] = field(default_factory=list)  # one per scorer, earliest first
     tokens: tuple[int, int] = (0, 0)  # (prompt, completion) the split cost
+    ranks: dict[str, int] = field(default_factory=dict)  # scorer -> its place for this split
 
     def mean_score(self) -> float:
         return sum(s.overall for s in self.scores) / len(self.scores) if self.scores else 0.0
@@ -87,6 +111,27 @@ class NodeView:
     executed_twice: int = 0
     late_results: int = 0  # finished after the lease lapsed: never counted
     result: dict[str, Any] | None = None
+    after: tuple[int, ...] = ()  # 1-based positions of the earlier siblings it follows
+    attempt: int = 1  # the task's current attempt
+    history: list[dict[str, Any]] = field(default_factory=list)  # earlier attempts, rejected
+    candidate: dict[str, Any] | None = None  # the current attempt's result, under review
+    reviews: list[ReviewView] = field(default_factory=list)  # of the candidate
+    review_tally: Tally | None = None
+    # goals only: when it was set, and the working assumptions every prompt below carries
+    since: int = 0
+    brief: dict[str, str] | None = None
+    brief_id: str | None = None
+    brief_settled: bool = True
+    briefs: list[BriefView] = field(default_factory=list)
+    brief_tally: Tally | None = None
+
+    @property
+    def review_slot(self) -> str:
+        return review_slot(self.id, self.attempt)
+
+    @property
+    def task_key(self) -> str:
+        return task_key(self.id, self.attempt)
 
     def walk(self) -> Iterator["NodeView"]:
         yield self
@@ -119,22 +164,35 @@ class NodeView:
                 p, c = p + s.tokens[0], c + s.tokens[1]
         if self.result:
             p, c = p + self.result.get("prompt_tokens", 0), c + self.result.get("completion_tokens", 0)
+        for past in self.history:
+            r = past.get("result") or {}
+            p, c = p + r.get("prompt_tokens", 0), c + r.get("completion_tokens", 0)
+        for rv in self.reviews + [rv for past in self.history for rv in past.get("reviews_v", ())]:
+            p, c = p + rv.tokens[0], c + rv.tokens[1]
+        for b in self.briefs:
+            p, c = p + b.tokens[0], c + b.tokens[1]
         for child in self.children:
             cp, cc = child.tokens()
             p, c = p + cp, c + cc
         return p, c
 
     def to_json(self) -> dict[str, Any]:
-        rounds = []
-        if self.tally is not None:
-            for r in sorted(self.tally.rounds):
-                rt = self.tally.rounds[r]
-                rounds.append({
-                    "round": r,
-                    "prevotes": {v: sorted(w) for v, w in sorted(rt.prevotes.items())},
-                    "precommits": {v: sorted(w) for v, w in sorted(rt.precommits.items())},
-                })
-        return {
+        rounds = _rounds_json(self.tally)
+        extra: dict[str, Any] = {}
+        if self.depth == 0 and (self.briefs or self.brief is not None or not self.brief_settled):
+            extra["brief"] = self.brief
+            extra["brief_id"] = self.brief_id
+            extra["brief_settled"] = self.brief_settled
+            extra["briefs"] = [{"id": b.id, "author": b.author, "facts": b.facts} for b in self.briefs]
+            extra["brief_rounds"] = _rounds_json(self.brief_tally)
+        if self.task is not None and (self.params.attempts > 1 or self.after):
+            extra["after"] = list(self.after)
+            extra["attempt"] = self.attempt
+            extra["history"] = [{k: v for k, v in h.items() if k != "reviews_v"} for h in self.history]
+            extra["candidate"] = self.candidate
+            extra["reviews"] = [_review_json(r) for r in self.reviews]
+            extra["review_rounds"] = _rounds_json(self.review_tally)
+        return {**extra, **{
             "id": self.id,
             "title": self.title,
             "description": self.description,
@@ -155,9 +213,12 @@ class NodeView:
                     "subgoals": [s["title"] for s in p.subgoals],
                     "scores": [
                         {"author": s.author, "specificity": s.specificity, "non_overlap": s.non_overlap,
-                         "coverage": s.coverage, "acceptable": s.acceptable, "feedback": s.feedback}
+                         "coverage": s.coverage, "acceptable": s.acceptable, "feedback": s.feedback,
+                         **({"rank": p.ranks[s.author]} if s.author in p.ranks else {})}
                         for s in p.scores
                     ],
+                    **({"after": [list(sg.get("after", ())) for sg in p.subgoals]}
+                       if any(sg.get("after") for sg in p.subgoals) else {}),
                 }
                 for p in self.proposals
             ],
@@ -171,7 +232,31 @@ class NodeView:
             "result": self.result,
             "tokens": dict(zip(("prompt", "completion"), self.tokens())),
             "children": [c.to_json() for c in self.children],
-        }
+        }}
+
+
+def _rounds_json(tally: Tally | None) -> list[dict[str, Any]]:
+    rounds = []
+    if tally is not None:
+        for r in sorted(tally.rounds):
+            rt = tally.rounds[r]
+            rounds.append({
+                "round": r,
+                "prevotes": {v: sorted(w) for v, w in sorted(rt.prevotes.items())},
+                "precommits": {v: sorted(w) for v, w in sorted(rt.precommits.items())},
+            })
+    return rounds
+
+
+def _review_json(r: ReviewView) -> dict[str, Any]:
+    return {"author": r.author, "result": r.result, "accept": r.accept, "problems": r.problems,
+            "feedback": r.feedback}
+
+
+def _result_json(ev: Event) -> dict[str, Any]:
+    b = ev.body
+    return {"id": ev.id, "author": ev.author, "claim": b.claim, "output": b.output,
+            "prompt_tokens": b.prompt_tokens, "completion_tokens": b.completion_tokens}
 
 
 @dataclass
@@ -265,7 +350,16 @@ def _tree(plan: Plan, roots: list[NodeView], now_ms: int, index: dict[str, NodeV
 def _derive_root(plan: Plan, gid: str, goal: Any, now_ms: int, index: dict[str, NodeView],
                  timed: dict[str, int], reuse: dict[str, NodeView] | None, dirty: set[str] | None) -> NodeView:
     g = goal.body
-    root = NodeView(gid, gid, 0, g.title, g.description, False, g.params, None)
+    root = NodeView(gid, gid, 0, g.title, g.description, False, g.params, None, since=goal.hlc.wall)
+    if g.params.brief:
+        root.brief_settled = plan.brief_settled(gid)
+        settled = plan.brief(gid)
+        if settled is not None:
+            root.brief, root.brief_id = settled.body.facts(), settled.id
+        root.brief_tally = plan.tally(brief_slot(gid))
+        root.briefs = [BriefView(e.id, e.author, e.hlc.wall, e.body.facts(),
+                                 (e.body.prompt_tokens, e.body.completion_tokens))
+                       for e in sorted(plan.briefs.get(gid, ()), key=lambda e: (e.order, e.id))]
     _derive_node(plan, root, now_ms, index, timed, reuse, dirty)
     return root
 
@@ -281,6 +375,8 @@ def _derive_incremental(plan: Plan, now_ms: int, prev: Tree) -> Tree:
     for nid, at in prev._timed.items():
         if at <= now_ms:
             touched.add(nid)  # a lease started or ended: time alone changed this node
+    for nid in list(touched):  # a subgoal done may make the siblings that follow it tasks
+        touched.update(plan.dependents(nid))
     members = _members(plan) if members_changed else prev.members
     if not touched:
         t = Tree(prev.roots, now_ms, prev.index, members, prev.valid_until, prev._digest,
@@ -333,17 +429,50 @@ def _score_views(events: list) -> dict[str, list[ScoreView]]:
     return out
 
 
+def _reviews(plan: Plan, node: str) -> dict[str, list[ReviewView]]:
+    ne = plan.by_node.get(node)
+    if ne is None or not ne.reviews:
+        return {}
+    out: dict[str, list[ReviewView]] = {}
+    seen: set[tuple[str, str]] = set()
+    for e in sorted(ne.reviews, key=lambda e: (e.order, e.id)):
+        b = e.body
+        if (e.author, b.result) in seen:
+            continue  # an elector's first reading of a result stands
+        seen.add((e.author, b.result))
+        out.setdefault(b.result, []).append(ReviewView(
+            e.author, b.result, b.accept, list(b.problems), b.feedback, e.hlc.wall,
+            (b.prompt_tokens, b.completion_tokens)))
+    return out
+
+
+def _ranks(plan: Plan, node: str) -> dict[str, dict[str, int]]:
+    """proposal -> scorer -> the place that scorer's first judgment gave it."""
+    ne = plan.by_node.get(node)
+    out: dict[str, dict[str, int]] = {}
+    seen: set[tuple[str, str]] = set()
+    for e in sorted(ne.scores if ne else (), key=lambda e: (e.order, e.id)):
+        if (e.author, e.body.proposal) in seen:
+            continue
+        seen.add((e.author, e.body.proposal))
+        if e.body.rank is not None:
+            out.setdefault(e.body.proposal, {})[e.author] = e.body.rank
+    return out
+
+
 def _derive_node(plan: Plan, n: NodeView, now_ms: int, index: dict[str, NodeView], timed: dict[str, int],
                  reuse: dict[str, NodeView] | None, dirty: set[str] | None) -> None:
     index[n.id] = n
     ne = plan.by_node.get(n.id)
     if ne is not None and ne.proposals:
         scores = _scores(plan, n.id)
+        ranks = _ranks(plan, n.id)
         for p in sorted(ne.proposals, key=lambda e: (e.order, e.id)):
             b = p.body
             n.proposals.append(ProposalView(
                 p.id, p.author, b.strategy, b.refines, p.hlc.wall,
                 plan.subgoal_dicts(p.id), scores.get(p.id, []), (b.prompt_tokens, b.completion_tokens),
+                ranks.get(p.id, {}),
             ))
     if n.depth >= n.params.max_depth:
         n.leaf, n.leaf_reason = True, "max_depth"
@@ -362,23 +491,44 @@ def _derive_node(plan: Plan, n: NodeView, now_ms: int, index: dict[str, NodeView
             if reuse is not None and dirty is not None and cid not in dirty and cid in reuse:
                 n.children.append(reuse[cid])  # nothing under it changed: its whole subtree stands
                 continue
-            child = NodeView(cid, n.root, n.depth + 1, s.title, s.description, s.atomic, n.params, n.id)
+            child = NodeView(cid, n.root, n.depth + 1, s.title, s.description, s.atomic, n.params, n.id,
+                             after=tuple(s.after))
             _derive_node(plan, child, now_ms, index, timed, reuse, dirty)
             n.children.append(child)
         if not all(c.state is NodeState.DONE for c in n.children):
             n.state = NodeState.SPLIT
             return
     n.task = TaskKind.LEAF if n.leaf else TaskKind.SYNTHESIS
-    ls = plan.leases(n.id)
+    k = n.attempt = plan.attempt(n.id)
+    reviews = _reviews(plan, n.id) if n.params.attempts > 1 else {}
+    for j in range(1, k):  # the attempts before: each result rejected, with the reviews why
+        past = plan.leases(task_key(n.id, j))
+        n.executed_twice += past.executed_twice
+        n.collisions, n.takeovers = n.collisions + past.collisions, n.takeovers + past.takeovers
+        c = past.counted
+        rv = reviews.get(c.id, []) if c is not None else []
+        n.history.append({"attempt": j, "result": _result_json(c) if c is not None else None,
+                          "verdict": REJECT, "reviews": [_review_json(r) for r in rv], "reviews_v": rv})
+    ls = plan.leases(task_key(n.id, k))
     n.claims = list(ls.claims)
-    n.collisions, n.takeovers = ls.collisions, ls.takeovers
-    n.executed_twice, n.late_results = ls.executed_twice, ls.invalid_results
+    n.collisions, n.takeovers = n.collisions + ls.collisions, n.takeovers + ls.takeovers
+    n.executed_twice, n.late_results = n.executed_twice + ls.executed_twice, ls.invalid_results
     counted = ls.counted
-    if counted is not None:
-        b = counted.body
-        n.result = {"author": counted.author, "claim": b.claim, "output": b.output,
-                    "prompt_tokens": b.prompt_tokens, "completion_tokens": b.completion_tokens}
+    if k < n.params.attempts:
+        n.review_tally = plan.tally(review_slot(n.id, k))
+    accepted = plan.accepted(n.id)
+    if accepted is not None:
+        n.result = _result_json(accepted)
+        n.reviews = reviews.get(accepted.id, [])
         n.state = NodeState.DONE
+        return
+    if counted is not None:  # an attempt before the last: its result awaits the review
+        n.candidate = _result_json(counted)
+        n.reviews = reviews.get(counted.id, [])
+        n.state = NodeState.REVIEW
+        return
+    if any(not plan.is_done(d) for d in plan.after(n.id)):
+        n.state = NodeState.WAITING
         return
     n.holder = ls.holder(now_ms)
     n.state = NodeState.CLAIMED if n.holder is not None else NodeState.READY
@@ -392,4 +542,5 @@ def _derive_node(plan: Plan, n: NodeView, now_ms: int, index: dict[str, NodeView
         timed[n.id] = nxt
 
 
-__all__ = ["NIL", "NodeState", "NodeView", "ProposalView", "ScoreView", "TaskKind", "Tree", "derive"]
+__all__ = ["NIL", "BriefView", "NodeState", "NodeView", "ProposalView", "ReviewView", "ScoreView",
+           "TaskKind", "Tree", "derive"]

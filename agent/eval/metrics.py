@@ -1,40 +1,29 @@
-"""Deterministic quality metrics of one plan (a tree of JSON nodes), documented in
-docs/quality.md. Every rate is in [0, 1]; for penalties lower is better.
+"""What a reader of a plan would hold against it, measured by code on the plan's text
+(agent.eval.plans.PlanDoc), the same way for the swarm's plan and one direct call's:
 
-A node is a dict with ``title``, ``description``, ``children``, and optionally ``result``
-(text, or ``{"output": text}`` as in the swarm's tree JSON), ``answer`` (a synthesis),
-``proposals`` (each with ``subgoals``: titles) and ``leaf_reason``. The swarm's
-``Tree.to_json()`` nodes and the benchmark's own nodes both fit.
+- facts that contradict the goal or each other: amounts in a currency the goal does not use,
+  dates outside the goal's time, places in countries the goal is not about, more different
+  months than the plan's length allows (one plan, four calendars);
+- essential work missing: the goal's aspects (agent.eval.goals) nobody covers;
+- steps that are planning chores ("Identify and prioritize tasks") instead of the work;
+- results written as diaries of things done ("I decided to upload my package");
+- how concrete the text is (names, numbers, amounts per 100 words);
+- a summary that leaves parts out or copies one part; cut fragments ("..."), placeholders.
+
+``quality`` folds them into one figure in [0, 100] (docs/quality.md); it must score the
+failures above low and a good plan high (tests/test_eval_metrics.py shows it does).
 """
 
 from __future__ import annotations
 
-import itertools
-from typing import Any, Iterator, Mapping, Sequence
+import math
+import re
+from typing import Any, Mapping, Sequence
 
+from agent.core import facts as fx
 from agent.core import text as tx
-
-# the penalties multiplied into the single `quality` figure (see docs/quality.md)
-PENALTIES = ("repeats_ancestor", "duplicate_siblings", "overlap_across", "placeholders",
-             "nonwords", "wrong_language", "cut_results", "bad_results")
-
-
-def result_text(node: Mapping[str, Any]) -> str:
-    r = node.get("result")
-    if isinstance(r, Mapping):
-        r = r.get("output")
-    return str(r or "").strip()
-
-
-def walk(node: Mapping[str, Any], ancestors: tuple[Mapping[str, Any], ...] = ()
-         ) -> Iterator[tuple[Mapping[str, Any], tuple[Mapping[str, Any], ...]]]:
-    yield node, ancestors
-    for c in node.get("children") or ():
-        yield from walk(c, ancestors + (node,))
-
-
-def _rate(hits: int, total: int) -> float:
-    return round(hits / total, 4) if total else 0.0
+from agent.core.scoring import CHORE
+from agent.eval.plans import PlanDoc
 
 
 def aspect_coverage(texts: Sequence[str], aspects: Mapping[str, Sequence[str]]) -> tuple[float, list[str]]:
@@ -64,100 +53,111 @@ def aspect_coverage(texts: Sequence[str], aspects: Mapping[str, Sequence[str]]) 
     return round(1 - len(missed) / len(aspects), 4), missed
 
 
-def plan_metrics(root: Mapping[str, Any], aspects: Mapping[str, Sequence[str]] | None = None,
-                 max_depth: int | None = None) -> dict[str, Any]:
-    nodes = list(walk(root))
-    goal = str(root.get("title", ""))
-    english = tx.english_goal(goal)
-    subgoals = [(n, anc) for n, anc in nodes if anc]  # every node but the root
-    leaves = [n for n, _ in nodes if not n.get("children")]
-    internal = [n for n, _ in nodes if n.get("children")]
+_SPAN = re.compile(r"\b(\d+|one|two|three|four|five|six|seven|eight|nine|ten|twelve)[- ](day|week|month|year)s?\b",
+                   re.IGNORECASE)
+_NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+            "nine": 9, "ten": 10, "twelve": 12}
 
-    repeats = sum(any(tx.repeats(n["title"], a["title"]) for a in anc) for n, anc in subgoals)
 
-    dup_siblings = 0
-    within: list[float] = []
-    for parent in internal:
-        titles = [c["title"] for c in parent["children"]]
-        dup_siblings += sum(any(tx.near_duplicate(t, e) for e in titles[:i])
-                            for i, t in enumerate(titles))
-        within += [tx.similarity(a, b) for a, b in itertools.combinations(titles, 2)]
+def months_allowed(goal_text: str) -> int:
+    """How many different calendar months a plan for this goal may mention: its length in
+    months, plus one for the run-up (two when the goal does not say)."""
+    m = _SPAN.search(goal_text)
+    if not m:
+        return 3
+    n = _NUMBERS.get(m.group(1).lower()) or int(m.group(1))
+    days = n * {"day": 1, "week": 7, "month": 30, "year": 365}[m.group(2).lower()]
+    return max(2, math.ceil(days / 30) + 1)
 
-    # across branches: a node repeating a node that is neither its ancestor, descendant nor sibling
-    across = 0
-    paths = {id(n): anc for n, anc in nodes}
-    for n, anc in subgoals:
-        mine = {id(a) for a in anc}
-        for m, manc in subgoals:
-            if m is n or id(m) in mine or id(n) in {id(a) for a in manc}:
-                continue
-            if manc and anc and manc[-1] is anc[-1]:
-                continue  # siblings are counted above
-            if tx.near_duplicate(n["title"], m["title"]):
-                across += 1
-                break
-    del paths
 
-    titles = [n["title"] for n, _ in nodes]
-    results = [result_text(n) for n in leaves if result_text(n)]
-    answers = [str(n.get("answer") or "").strip() for n, _ in nodes if n.get("answer")]
-    prose = results + answers
-    placeholder_hits = sum(bool(tx.placeholders(t)) for t in titles + prose)
-    nonword_titles = sum(tx.mostly_nonwords(t) for t in titles[1:])
-    wrong_lang = sum(not tx.looks_english(t) for t in titles[1:] + prose) if english else 0
-    cut = sum(not tx.ends_at_sentence(t) for t in prose)
-    bad = sum(tx.long_digit_run(t) or tx.digit_share(t) > 0.3 or tx.mostly_nonwords(t)
-              for t in prose)
+def reference_facts(goal: str, description: str = "") -> fx.BriefFacts:
+    """What the goal itself pins (its currency, months and places): both planners are held
+    to these, whatever assumptions they add."""
+    text = f"{goal} {description}".strip()
+    return fx.brief_facts({"place": text, "dates": description, "budget": description}, text)
 
-    depth = max(len(anc) for _, anc in nodes)
-    proposals = [len(n.get("proposals") or ()) for n in internal]
-    cover_texts = titles + [str(n.get("description") or "") for n, _ in nodes[1:]] + prose
-    coverage, missed = aspect_coverage(cover_texts, aspects or {})
 
+def plan_metrics(doc: PlanDoc, *, description: str = "",
+                 aspects: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
+    goal_text = f"{doc.goal} {description}".strip()
+    ref = reference_facts(doc.goal, description)
+    units = [("summary", doc.summary)] if doc.summary else []
+    units += [(s.title, f"{s.title}. {s.text}") for s in doc.steps]
+    units += [(s.title, s.text) for s in doc.sections if s.text]
+    all_text = "\n".join(t for _, t in units)
+    words = len(tx.tokens(all_text))
+
+    off: list[str] = []
+    for title, text in units:
+        found = ([f"currency {c}" for c in fx.wrong_currency(text, ref)]
+                 + [f"date {d}" for d in fx.off_dates(text, ref)]
+                 + [f"place {p}" for p in fx.foreign_places(text, ref)])
+        off += [f"{title[:40]}: {f}" for f in found]
+    months = {m for _y, m in fx.months_in(all_text)}
+    allowed = months_allowed(goal_text) if not ref.dated else len(ref.months) + 1
+    calendar_conflicts = max(0, len(months) - allowed)
+    currencies = {codes[0] for _a, codes in fx.money_in(all_text) if codes}
+    steps = doc.steps or []
+    diary = [s.title for s in steps if fx.diary_phrase(s.text)]
+    chores = [s.title for s in steps if CHORE.match(s.title.strip())]
+    concreteness = (sum(fx.concrete_marks(t) for _, t in units) / words * 100) if words else 0.0
+    coverage, missed = aspect_coverage([all_text], aspects or {})
+    sections = doc.sections or []
+    synthesis_coverage = None
+    copies = False
+    if doc.summary and len(sections) >= 2:
+        stems = tx.content_stems(doc.summary)
+        parts = [(s.title, s.text or " ".join(t.text for t in steps if t.section == s.title)) for s in sections]
+        used = sum(1 for t, r in parts if fx._mentions(stems, t, r))
+        synthesis_coverage = round(used / len(parts), 3)
+        copies = any(r and tx.jaccard(stems, tx.content_stems(r)) > 0.7 for _t, r in parts)
+    fragments = all_text.count("...") + all_text.count("…")
+    placeholders = len(tx.placeholders(all_text))
     m: dict[str, Any] = {
-        "nodes": len(nodes),
-        "leaves": len(leaves),
-        "depth": depth,
-        "depth_ratio": round(depth / max_depth, 4) if max_depth else None,
-        "proposals_per_split": round(sum(proposals) / len(proposals), 3) if proposals else 0.0,
-        "repeats_ancestor": _rate(repeats, len(subgoals)),
-        "duplicate_siblings": _rate(dup_siblings, len(subgoals)),
-        "overlap_within": round(sum(within) / len(within), 4) if within else 0.0,
-        "overlap_across": _rate(across, len(subgoals)),
-        "placeholders": _rate(placeholder_hits, len(titles) + len(prose)),
-        "nonwords": _rate(nonword_titles, len(titles) - 1),
-        "wrong_language": _rate(wrong_lang, len(titles) - 1 + len(prose)),
-        "cut_results": _rate(cut, len(prose)),
-        "bad_results": _rate(bad, len(prose)),
-        "missing_results": _rate(sum(not result_text(n) for n in leaves), len(leaves)),
-        "result_words": round(sum(len(tx.tokens(r)) for r in results) / len(results), 1) if results else 0.0,
-        "summary": bool(str(root.get("answer") or "").strip()),
+        "steps": len(steps),
+        "words": words,
         "coverage": coverage,
         "missed_aspects": missed,
+        "off_goal_facts": len(off),
+        "off_goal": off[:12],
+        "months_mentioned": len(months),
+        "calendar_conflicts": calendar_conflicts,
+        "currencies": sorted(currencies),
+        "diary_steps": round(len(diary) / len(steps), 3) if steps else 0.0,
+        "chore_steps": round(len(chores) / len(steps), 3) if steps else 0.0,
+        "concreteness": round(concreteness, 2),
+        "synthesis_coverage": synthesis_coverage,
+        "synthesis_copies": copies,
+        "fragments": fragments,
+        "placeholders": placeholders,
     }
     m["quality"] = quality(m)
     return m
 
 
 def quality(m: Mapping[str, Any]) -> float:
-    """One figure in [0, 100]: the product of (1 - each penalty), so any one kind of failure
-    pulls it down hard, times (0.5 + 0.5 coverage), times (0.5 + 0.5 depth reached) when a
-    depth limit is known, times the share of leaves with a result. A plan without subgoals
-    scores 0."""
-    if m["nodes"] <= 1:
+    """One figure in [0, 100]: coverage of the essential work, times a factor for each kind of
+    failure, so any one of them pulls it down (docs/quality.md has the reasoning)."""
+    if not m["steps"]:
         return 0.0
-    q = 1.0
-    for k in PENALTIES:
-        q *= 1 - min(1.0, float(m[k]))
-    q *= 0.5 + 0.5 * float(m["coverage"])
-    if m.get("depth_ratio") is not None:
-        q *= 0.5 + 0.5 * min(1.0, float(m["depth_ratio"]))
-    return round(100 * q * (1 - float(m["missing_results"])), 1)
+    q = 0.4 + 0.6 * float(m["coverage"])
+    q *= 1 - min(0.6, 0.15 * m["off_goal_facts"])
+    q *= 1 - min(0.4, 0.1 * m["calendar_conflicts"])
+    q *= 1 - float(m["diary_steps"])
+    q *= 1 - 0.5 * float(m["chore_steps"])
+    q *= 0.7 + 0.3 * min(1.0, float(m["concreteness"]) / 8)
+    if m["synthesis_coverage"] is not None:
+        q *= 0.7 + 0.3 * float(m["synthesis_coverage"])
+    if m["synthesis_copies"]:
+        q *= 0.8
+    q *= 1 - min(0.3, 0.1 * (m["fragments"] + m["placeholders"]))
+    return round(100 * q, 1)
 
 
 def aggregate(per_goal: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """Mean of each numeric metric over goals."""
-    keys = [k for k, v in per_goal[0].items() if isinstance(v, (int, float)) and not isinstance(v, bool)] if per_goal else []
-    out = {k: round(sum(float(g[k] or 0) for g in per_goal) / len(per_goal), 4) for k in keys}
-    out["summary"] = round(sum(bool(g.get("summary")) for g in per_goal) / len(per_goal), 4) if per_goal else 0.0
+    if not per_goal:
+        return {}
+    keys = [k for k, v in per_goal[0].items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    out = {k: round(sum(float(g.get(k) or 0) for g in per_goal) / len(per_goal), 4) for k in keys}
     return out

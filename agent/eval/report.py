@@ -1,34 +1,34 @@
-"""The benchmark's table (rich) and the comparison of two result files."""
+"""The benchmark's tables (rich), and the files of a blind side-by-side reading."""
 
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any, Mapping
 
 from rich.table import Table
 
-# (metric key, column header, better when: "low" | "high" | None)
-COLUMNS: tuple[tuple[str, str, str | None], ...] = (
+from agent.eval.runner import pair_seed
+
+# (metric key, column header, better when)
+COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("quality", "quality", "high"),
-    ("depth", "depth", "high"),
-    ("leaves", "leaves", None),
-    ("proposals_per_split", "props/split", None),
-    ("repeats_ancestor", "repeats", "low"),
-    ("duplicate_siblings", "dup sib", "low"),
-    ("overlap_within", "overlap in", "low"),
-    ("overlap_across", "overlap x", "low"),
-    ("placeholders", "placeh.", "low"),
-    ("nonwords", "nonwords", "low"),
-    ("wrong_language", "lang", "low"),
-    ("cut_results", "cut", "low"),
-    ("bad_results", "bad res", "low"),
-    ("coverage", "coverage", "high"),
-    ("summary", "summary", "high"),
+    ("coverage", "essential work", "high"),
+    ("off_goal_facts", "off-goal facts", "low"),
+    ("calendar_conflicts", "calendars", "low"),
+    ("diary_steps", "diaries", "low"),
+    ("chore_steps", "chores", "low"),
+    ("concreteness", "concrete /100w", "high"),
+    ("synthesis_coverage", "summary uses parts", "high"),
+    ("steps", "steps", "none"),
+    ("words", "words", "none"),
 )
 
 
 def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
@@ -36,80 +36,64 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def table(data: Mapping[str, Any]) -> Table:
-    t = Table(title=f"plan quality: {data['model']} ({data['backend']}), commit {data.get('commit')}")
-    t.add_column("goal")
-    for _, head, _ in COLUMNS:
-        t.add_column(head, justify="right")
-    t.add_column("s/req", justify="right")
-    t.add_column("s/goal", justify="right")
-    for g in data["goals"]:
-        m = g["metrics"]
-        t.add_row(g["id"], *[_fmt(m.get(k)) for k, _, _ in COLUMNS],
-                  _fmt(g["llm"]["seconds_per_request"]), _fmt(g["seconds"]))
-    a = data["aggregate"]
-    if a:
-        t.add_row("[bold]mean[/bold]", *[_fmt(a.get(k)) for k, _, _ in COLUMNS],
-                  _fmt(a.get("seconds_per_request")), _fmt(a.get("seconds_per_goal")))
-    return t
-
-
-def markdown_table(runs: list[Mapping[str, Any]]) -> str:
-    """One row per run (the mean over its goals): for docs and reports."""
-    heads = ["model", "commit", "goals"] + [h for _, h, _ in COLUMNS] + ["s/req", "s/goal"]
-    lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
-    for d in runs:
-        a = d["aggregate"]
-        row = [d["model"], str(d.get("commit")), str(len(d["goals"]))]
-        row += [_fmt(a.get(k)) for k, _, _ in COLUMNS]
-        row += [_fmt(a.get("seconds_per_request")), _fmt(a.get("seconds_per_goal"))]
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
-
-
-def compare(old: Mapping[str, Any], new: Mapping[str, Any]) -> Table:
-    """Mean metrics of two runs side by side, on the goals both ran."""
-    both = {g["id"] for g in old["goals"]} & {g["id"] for g in new["goals"]}
-    from agent.eval.metrics import aggregate
-
-    def mean(d):
-        return aggregate([g["metrics"] for g in d["goals"] if g["id"] in both]) if both else {}
-
-    a, b = mean(old), mean(new)
-    t = Table(title=f"{old['model']}@{old.get('commit')} -> {new['model']}@{new.get('commit')} "
-                    f"on {len(both)} common goals")
-    for h in ("metric", "old", "new", "change"):
-        t.add_column(h, justify="right" if h != "metric" else "left")
-    for key, head, better in COLUMNS:
-        x, y = a.get(key), b.get(key)
-        if x is None or y is None:
-            continue
-        d = float(y) - float(x)
-        mark = ""
-        if better and abs(d) > 1e-9:
-            mark = "[green]better[/green]" if (d > 0) == (better == "high") else "[red]worse[/red]"
-        t.add_row(head, _fmt(x), _fmt(y), f"{d:+.2f} {mark}")
-    return t
-
-
-def load(path: Path) -> dict[str, Any]:
+def load(path: Path) -> dict:
     return json.loads(Path(path).read_text())
 
 
-def rescore(data: Mapping[str, Any]) -> dict[str, Any]:
-    """The same plans measured again with the current metrics (plans are stored whole, so a
-    change to a metric never needs the model to run again)."""
-    from agent.eval.goals import goal_by_id
-    from agent.eval.metrics import aggregate, plan_metrics
-
-    out = dict(data)
-    depth = (data.get("config") or {}).get("max_depth")
-    goals = []
+def table(data: Mapping[str, Any]) -> Table:
+    t = Table(title=f"plan quality, swarm vs one call: {data['model']} ({data['backend']}), "
+                    f"commit {data.get('commit')}")
+    t.add_column("goal")
+    t.add_column("planner")
+    for _k, head, _b in COLUMNS:
+        t.add_column(head, justify="right")
+    t.add_column("seconds", justify="right")
+    t.add_column("tokens (prompt+compl.)", justify="right")
     for g in data["goals"]:
-        g = dict(g)
-        g["metrics"] = plan_metrics(g["plan"], goal_by_id(g["id"]).aspects, depth)
-        goals.append(g)
-    agg = dict(data.get("aggregate") or {})
-    agg.update(aggregate([g["metrics"] for g in goals]))
-    out["goals"], out["aggregate"] = goals, agg
-    return out
+        for planner in ("single", "swarm"):
+            run = g["runs"].get(planner)
+            if run is None:
+                continue
+            if run.get("error"):
+                t.add_row(g["id"], planner, f"error: {run['error'][:60]}")
+                continue
+            m = run["metrics"]
+            t.add_row(g["id"], planner, *[_fmt(m.get(k)) for k, _h, _b in COLUMNS],
+                      f"{run['seconds']:.0f}", f"{run['prompt_tokens']}+{run['completion_tokens']}")
+    for planner, agg in (data.get("aggregate") or {}).items():
+        if agg:
+            t.add_row("mean", planner, *[_fmt(agg.get(k)) for k, _h, _b in COLUMNS], "", "")
+    return t
+
+
+def blind_pairs(data: Mapping[str, Any], out_dir: Path, seed: int = 1) -> dict[str, dict[str, str]]:
+    """For every goal with both plans: ``<goal>-A.md`` and ``<goal>-B.md``, the two plans in
+    the same shape with nothing saying which planner wrote which (the order is drawn per goal
+    from ``seed``), and ``key.json`` (kept apart from the readers) with the answer."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    key: dict[str, dict[str, str]] = {}
+    for g in data["goals"]:
+        runs = g["runs"]
+        if not all(p in runs and runs[p].get("markdown") for p in ("single", "swarm")):
+            continue
+        order = ["single", "swarm"]
+        random.Random(pair_seed(g["id"], seed)).shuffle(order)
+        key[g["id"]] = {"A": order[0], "B": order[1]}
+        for label, planner in zip("AB", order):
+            (out_dir / f"{g['id']}-{label}.md").write_text(runs[planner]["markdown"])
+    (out_dir.parent / f"{out_dir.name}-key.json").write_text(json.dumps(key, indent=1))
+    return key
+
+
+def blind_tally(key: Mapping[str, Mapping[str, str]], verdicts: Mapping[str, str]) -> dict[str, Any]:
+    """``verdicts``: goal -> "A" | "B" | "tie" as the readers judged: how often each planner
+    won."""
+    wins = {"swarm": 0, "single": 0, "tie": 0}
+    per_goal = {}
+    for goal, v in verdicts.items():
+        if goal not in key:
+            continue
+        winner = "tie" if v not in ("A", "B") else key[goal][v]
+        wins[winner] += 1
+        per_goal[goal] = winner
+    return {"wins": wins, "per_goal": per_goal}

@@ -1,11 +1,15 @@
-"""The plan-quality benchmark's central loop: one process, one LLM, the swarm's own requests.
+"""The plan-quality benchmark: for each fixed goal, the swarm's plan beside what one direct
+call of the same model writes, on the same machine, measured the same way.
 
-For speed it does not run the swarm. It makes the same requests the roles make, through the
-same functions (agent.behaviour.work's ``*_for`` layer over agent.llm.prompts), in the order a swarm
-would: judge whether a node is atomic, collect competing splits (one per strategy), score each
-(LLM + checks), take the best acceptable one (one refinement round with the scorer's feedback
-if none is), execute the leaves with their siblings in view, then synthesise every node
-bottom-up. What it measures is the plan, not the protocol: no timing is asserted anywhere.
+- The swarm: the real behaviours (decomposers, scorers, executors) driven by the central
+  driver (agent.central: one process, no network, every LLM call the roles make, concurrently),
+  with the model under test. The plan is the folded tree, as any peer would hold it.
+- One call: the goal (and its description) in one prompt, "Write a complete, concrete plan for:
+  ...", free text, with ``single_max_tokens`` for the answer.
+
+Both plans become ``agent.eval.plans.PlanDoc``; ``agent.eval.metrics`` scores them, and both are
+written as Markdown in one shape for a blind side-by-side reading (``report.blind_pairs``).
+Wall time and tokens are recorded for both: the swarm's cost is part of the result.
 """
 
 from __future__ import annotations
@@ -18,12 +22,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from agent.behaviour import work
+from agent.central import Central
 from agent.eval.goals import GOALS, GOALS_VERSION, EvalGoal, goal_by_id
 from agent.eval.metrics import aggregate, plan_metrics
-from agent.llm.base import LLM, LLMBadOutput, LLMRequest
+from agent.eval.plans import PlanDoc, from_text, from_tree_json, markdown
+from agent.llm.base import LLM, LLMError, LLMRequest
 
-EVAL_VERSION = 1
+EVAL_VERSION = 2
+SINGLE_PROMPT = ("Write a complete, concrete plan for: {goal}. Break it into sections and steps, and "
+                 "give the concrete content of each step.")
 
 
 @dataclass
@@ -31,294 +38,131 @@ class EvalConfig:
     goals: Sequence[str] = ()  # goal ids; empty: all of GOALS (then `limit` applies)
     limit: int | None = None
     max_depth: int = 2
-    max_children: int = 4
-    proposals: int = 2  # competing splits per node, one per strategy
-    attempts: int = 2  # seeds per request before giving up on it
-    refine: bool = True  # one refinement round when no split is acceptable
-    judge_atomic: bool = True
-    synthesize: bool = True
+    max_children: int = 6
+    max_rounds: int = 2
+    decomposers: int = 3
+    scorers: int = 3
+    executors: int = 2
+    single_max_tokens: int = 1200  # the direct call's answer budget
+    swarm: bool = True
+    single: bool = True
     seed: int = 1
+    timeout_s: float = 3600.0
 
 
 @dataclass
-class Stats:
-    requests: dict[str, int] = field(default_factory=dict)
-    invalid: dict[str, int] = field(default_factory=dict)
-    seconds: dict[str, float] = field(default_factory=dict)
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    def add(self, kind: str, seconds: float, prompt: int = 0, completion: int = 0, ok: bool = True) -> None:
-        self.requests[kind] = self.requests.get(kind, 0) + 1
-        self.seconds[kind] = round(self.seconds.get(kind, 0.0) + seconds, 3)
-        self.prompt_tokens += prompt
-        self.completion_tokens += completion
-        if not ok:
-            self.invalid[kind] = self.invalid.get(kind, 0) + 1
-
-    def to_json(self) -> dict[str, Any]:
-        n = sum(self.requests.values())
-        total = sum(self.seconds.values())
-        return {"requests": dict(self.requests), "invalid": dict(self.invalid),
-                "seconds": dict(self.seconds), "total_seconds": round(total, 2),
-                "seconds_per_request": round(total / n, 2) if n else 0.0,
-                "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+class Run:
+    planner: str  # "swarm" | "single"
+    seconds: float
+    prompt_tokens: int
+    completion_tokens: int
+    calls: dict[str, int] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    markdown: str = ""  # the plan in the shared shape (for the blind reading)
+    plan: str = ""  # the plan as its planner gives it (the swarm's own Markdown, the call's text)
+    error: str | None = None
 
 
-@dataclass(eq=False)
-class Node:
-    title: str
-    description: str
-    depth: int
-    parent: "Node | None" = None
-    children: list["Node"] = field(default_factory=list)
-    proposals: list[dict] = field(default_factory=list)
-    strategy: str | None = None
-    leaf_reason: str | None = None
-    result: str | None = None
-    answer: str | None = None
-    proposed_atomic: bool = False  # only read when judging atomicity is unavailable (old code)
-
-    def path(self) -> list[str]:
-        out, cur = [], self.parent
-        while cur is not None:
-            out.append(cur.title)
-            cur = cur.parent
-        return out[::-1]
-
-    def walk(self):
-        yield self
-        for c in self.children:
-            yield from c.walk()
-
-    def elsewhere(self) -> list[str]:
-        """Titles in other branches, nearest first (as agent.behaviour.work.elsewhere_titles)."""
-        out, skip, anc = [], self, self.parent
-        while anc is not None:
-            for c in anc.children:
-                if c is not skip:
-                    out.extend(n.title for n in c.walk())
-            skip, anc = anc, anc.parent
-        return out
-
-    def to_json(self) -> dict[str, Any]:
-        return {"title": self.title, "description": self.description, "depth": self.depth,
-                "leaf": not self.children, "leaf_reason": self.leaf_reason,
-                "strategy": self.strategy, "proposals": self.proposals,
-                "result": self.result, "answer": self.answer,
-                "children": [c.to_json() for c in self.children]}
+def goal_text(g: EvalGoal) -> str:
+    return f"{g.title}. {g.description}".strip() if g.description else g.title
 
 
-def _seed(*parts: Any) -> int:
-    return int.from_bytes(hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()[:4], "big")
+def single_request(g: EvalGoal | str, max_tokens: int, seed: int) -> LLMRequest:
+    text = goal_text(g) if isinstance(g, EvalGoal) else g
+    return LLMRequest(kind="execute", system="", prompt=SINGLE_PROMPT.format(goal=text.rstrip(".")),
+                      schema={}, context={"goal": text}, max_tokens=max_tokens, temperature=0.7,
+                      seed=seed, free_text=True)
 
 
-class GoalRun:
-    def __init__(self, llm: LLM, goal: EvalGoal, cfg: EvalConfig, say: Callable[[str], None]):
-        self.llm, self.goal, self.cfg, self.say = llm, goal, cfg, say
-        self.stats = Stats()
+async def run_single(llm: LLM, g: EvalGoal, cfg: EvalConfig) -> tuple[PlanDoc, Run]:
+    start = time.monotonic()
+    ans = await llm.complete(single_request(g, cfg.single_max_tokens, cfg.seed))
+    text = str(ans.value.get("text", ""))
+    doc = from_text(g.title, text)
+    run = Run("single", round(time.monotonic() - start, 2), ans.prompt_tokens, ans.completion_tokens,
+              {"single": 1}, plan=text)
+    return doc, run
 
-    async def ask(self, req: LLMRequest) -> dict:
-        t0 = time.perf_counter()
-        try:
-            ans = await self.llm.complete(req)
-        except LLMBadOutput:
-            self.stats.add(req.kind, time.perf_counter() - t0, ok=False)
-            raise
-        self.stats.add(req.kind, time.perf_counter() - t0, ans.prompt_tokens, ans.completion_tokens)
-        return ans.value
 
-    # ------------------------------------------------------------------ splitting
+async def run_swarm(llm: LLM, g: EvalGoal, cfg: EvalConfig) -> tuple[PlanDoc, Run, dict]:
+    from agent.render import markdown_from_json
 
-    async def atomic(self, n: Node) -> bool:
-        req = work.atomic_req_for(goal=self.goal.title, path=n.path(), title=n.title,
-                                  description=n.description, seed=_seed(self.cfg.seed, "atomic", n.title))
-        try:
-            return work.atomic_from(await self.ask(req))
-        except LLMBadOutput:
-            return False  # an unusable judgment: split it (max_depth still bounds the tree)
-
-    async def propose(self, n: Node, preference: str, previous: dict | None = None) -> dict | None:
-        ancestors = n.path()
-        elsewhere = n.elsewhere()
-        for attempt in range(self.cfg.attempts):
-            req = work.decompose_req_for(
-                goal=self.goal.title, path=ancestors, title=n.title, description=n.description,
-                preference=preference, max_children=self.cfg.max_children,
-                feedback=[previous["feedback"]] if previous and previous.get("feedback") else (),
-                previous=previous["subgoals_full"] if previous else None,
-                parent_split=[c.title for c in n.parent.children] if n.parent else (),
-                seed=_seed(self.cfg.seed, "split", n.title, preference, attempt, bool(previous)))
-            try:
-                subs = work.subgoals_for(await self.ask(req), title=n.title,
-                                         ancestors=list(reversed(ancestors)),
-                                         max_children=self.cfg.max_children, elsewhere=elsewhere)
-            except LLMBadOutput as exc:
-                self.say(f"    unusable split ({str(exc)[:100]})")
-                continue
-            return {"strategy": req.context["strategy"], "subgoals": [s["title"] for s in subs],
-                    "subgoals_full": subs, "refines": bool(previous)}
-        return None
-
-    async def score(self, n: Node, prop: dict) -> None:
-        req = work.score_req_for(goal=self.goal.title, title=n.title, description=n.description,
-                                 strategy=prop["strategy"], subgoals=prop["subgoals_full"],
-                                 scorer="eval", elsewhere=n.elsewhere(),
-                                 seed=_seed(self.cfg.seed, "score", n.title, *prop["subgoals"]))
-        try:
-            answer: dict | None = await self.ask(req)
-            v = work.verdict_for(answer, title=n.title, subgoals=prop["subgoals_full"],
-                                 ancestors=list(reversed(n.path())), elsewhere=n.elsewhere())
-        except LLMBadOutput:
-            v = work.verdict_for(None, title=n.title, subgoals=prop["subgoals_full"],
-                                 ancestors=list(reversed(n.path())), elsewhere=n.elsewhere())
-        prop.update(score=round(v.overall, 3), acceptable=v.acceptable, feedback=v.feedback)
-
-    def preferences(self, n: Node) -> list[str]:
-        """Distinct strategies that suit the node, as competing decomposers would bring."""
-        prefs = list(work.DEFAULT_STRATEGIES)
-        k = _seed(self.goal.id, n.title) % len(prefs)
-        out: list[str] = []
-        for p in prefs[k:] + prefs[:k]:
-            s = work.strategy_for(p, self.goal.title, n.title, n.description) \
-                if hasattr(work, "strategy_for") else p
-            if s not in out:
-                out.append(s)
-        return out[: self.cfg.proposals]
-
-    async def split(self, n: Node) -> None:
-        if n.depth >= self.cfg.max_depth:
-            n.leaf_reason = "max_depth"
-            return
-        if n.depth > 0 and self.cfg.judge_atomic:
-            judged = await self.atomic(n) if hasattr(work, "atomic_req_for") else n.proposed_atomic
-            if judged:
-                n.leaf_reason = "atomic"
-                return
-        props = [p for pref in self.preferences(n) if (p := await self.propose(n, pref))]
-        for p in props:
-            await self.score(n, p)
-        ok = [p for p in props if p["acceptable"]]
-        if not ok and props and self.cfg.refine:
-            best = max(props, key=lambda p: p["score"])
-            again = await self.propose(n, best["strategy"], previous=best)
-            if again:
-                await self.score(n, again)
-                props.append(again)
-                ok = [again] if again["acceptable"] else []
-        for p in props:
-            p["accepted"] = False
-        n.proposals = [{k: v for k, v in p.items() if k != "subgoals_full"} for p in props]
-        if not ok:
-            n.leaf_reason = "no acceptable split" if props else "no usable split"
-            return
-        best = max(ok, key=lambda p: p["score"])
-        n.proposals[props.index(best)]["accepted"] = True
-        n.strategy = best["strategy"]
-        n.children = [Node(s["title"], s["description"], n.depth + 1, n,
-                           proposed_atomic=bool(s.get("atomic")))
-                      for s in best["subgoals_full"]]
-
-    # ------------------------------------------------------------------ answers
-
-    async def execute(self, n: Node) -> None:
-        split = [c.title for c in n.parent.children] if n.parent else []
-        for attempt in range(self.cfg.attempts):
-            req = work.execute_req_for(goal=self.goal.title, path=n.path(), title=n.title,
-                                       description=n.description,
-                                       siblings=[t for t in split if t != n.title],
-                                       parent_split=split,
-                                       decided=[(c.title, c.result) for c in (n.parent.children if n.parent else [])
-                                                if c is not n and c.result],
-                                       seed=_seed(self.cfg.seed, "exec", n.title, attempt))
-            try:
-                n.result = work.result_text_for(await self.ask(req), goal=self.goal.title,
-                                                strict=attempt < self.cfg.attempts - 1)
-                return
-            except LLMBadOutput as exc:
-                self.say(f"    unusable result ({str(exc)[:100]})")
-
-    async def synthesize(self, n: Node) -> None:
-        children = [(c.title, c.answer or c.result or "") for c in n.children]
-        if not all(a for _, a in children):
-            return  # a child without an answer: the swarm would not synthesise either
-        for attempt in range(self.cfg.attempts):
-            req = work.synthesis_req_for(goal=self.goal.title, path=n.path(), title=n.title,
-                                         description=n.description, children=children,
-                                         seed=_seed(self.cfg.seed, "synth", n.title, attempt))
-            try:
-                n.answer = work.synthesis_text_for(await self.ask(req), goal=self.goal.title,
-                                                   strict=attempt < self.cfg.attempts - 1)
-                return
-            except LLMBadOutput as exc:
-                self.say(f"    unusable synthesis ({str(exc)[:100]})")
-
-    async def run(self) -> Node:
-        root = Node(self.goal.title, self.goal.description, 0)
-        frontier = [root]
-        while frontier:  # breadth first, as a swarm fills the tree level by level
-            n = frontier.pop(0)
-            await self.split(n)
-            self.say(f"  split {n.title[:60]!r}: "
-                     + (f"{len(n.children)} subgoals ({n.strategy})" if n.children else f"leaf ({n.leaf_reason})"))
-            frontier.extend(n.children)
-        for n in root.walk():
-            if not n.children:
-                await self.execute(n)
-        if self.cfg.synthesize and hasattr(work, "synthesis_req_for"):
-            for n in reversed(list(root.walk())):  # children before parents
-                if n.children:
-                    await self.synthesize(n)
-        return root
+    central = Central(llm, decomposers=cfg.decomposers, scorers=cfg.scorers, executors=cfg.executors,
+                      max_depth=cfg.max_depth, max_children=cfg.max_children, max_rounds=cfg.max_rounds,
+                      tag=f"eval-{g.id}", seed=cfg.seed)
+    res = await central.run(g.title, timeout=cfg.timeout_s, description=g.description)
+    root = res.tree.node(res.goal_id)
+    assert root is not None
+    tree_json = root.to_json()
+    calls: dict[str, int] = {}
+    for c in res.calls:
+        calls[c.kind] = calls.get(c.kind, 0) + 1
+    run = Run("swarm", round(res.makespan_s, 2), sum(c.prompt_tokens for c in res.calls),
+              sum(c.completion_tokens for c in res.calls), calls, plan=markdown_from_json(tree_json))
+    return from_tree_json(tree_json), run, tree_json
 
 
 def select_goals(cfg: EvalConfig) -> list[EvalGoal]:
-    goals = [goal_by_id(g) for g in cfg.goals] if cfg.goals else list(GOALS)
-    return goals[: cfg.limit] if cfg.limit else goals
+    chosen = [goal_by_id(i) for i in cfg.goals] if cfg.goals else list(GOALS)
+    return chosen[: cfg.limit] if cfg.limit else chosen
 
 
 def git_commit() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=5, cwd=Path(__file__).parent)
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             timeout=5, cwd=Path(__file__).resolve().parents[2])
         return out.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
 
 
 async def run_eval(llm: LLM, cfg: EvalConfig, *, model: str, say: Callable[[str], None] = print,
-                   render: Callable[[dict], str] | None = None) -> dict[str, Any]:
-    """Plan every selected goal and measure it; the returned dict is what ``--out`` writes."""
-    results = []
-    for goal in select_goals(cfg):
-        say(f"goal {goal.id}: {goal.title}")
-        run = GoalRun(llm, goal, cfg, say)
-        t0 = time.perf_counter()
-        root = await run.run()
-        plan = root.to_json()
-        m = plan_metrics(plan, goal.aspects, cfg.max_depth)
-        entry = {"id": goal.id, "domain": goal.domain, "title": goal.title,
-                 "seconds": round(time.perf_counter() - t0, 1), "metrics": m,
-                 "llm": run.stats.to_json(), "plan": plan}
-        if render is not None:
-            entry["markdown"] = render(plan)
-        results.append(entry)
-        say(f"  quality {m['quality']}, depth {m['depth']}, {m['leaves']} leaves, "
-            f"{entry['seconds']}s, {run.stats.to_json()['seconds_per_request']}s/request")
-    agg = aggregate([r["metrics"] for r in results]) if results else {}
-    n_req = sum(sum(r["llm"]["requests"].values()) for r in results)
-    secs = sum(r["llm"]["total_seconds"] for r in results)
-    agg["seconds_per_request"] = round(secs / n_req, 2) if n_req else 0.0
-    agg["seconds_per_goal"] = round(sum(r["seconds"] for r in results) / len(results), 1) if results else 0.0
-    agg["prompt_tokens"] = sum(r["llm"]["prompt_tokens"] for r in results)
-    agg["completion_tokens"] = sum(r["llm"]["completion_tokens"] for r in results)
-    return {"eval_version": EVAL_VERSION, "goals_version": GOALS_VERSION, "commit": git_commit(),
-            "model": model, "backend": llm.backend, "config": asdict(cfg),
-            "aggregate": agg, "goals": results}
+                   done: dict[str, Any] | None = None, save: Callable[[dict], None] | None = None) -> dict:
+    """Every selected goal with both planners; ``done``: an earlier results file whose goals are
+    kept (a long run resumes where it stopped); ``save`` is called after every goal."""
+    data: dict[str, Any] = {
+        "eval_version": EVAL_VERSION, "goals_version": GOALS_VERSION, "model": model,
+        "backend": llm.backend, "commit": git_commit(), "config": asdict(cfg), "goals": [],
+    }
+    kept = {g["id"]: g for g in (done or {}).get("goals", ())}
+    for g in select_goals(cfg):
+        if g.id in kept:
+            data["goals"].append(kept[g.id])
+            continue
+        entry: dict[str, Any] = {"id": g.id, "domain": g.domain, "title": g.title,
+                                 "description": g.description, "runs": {}}
+        for planner in (["single"] if cfg.single else []) + (["swarm"] if cfg.swarm else []):
+            say(f"{g.id}: {planner} ...")
+            try:
+                if planner == "single":
+                    doc, run = await run_single(llm, g, cfg)
+                else:
+                    doc, run, tree_json = await run_swarm(llm, g, cfg)
+                    entry["tree"] = tree_json
+            except (LLMError, TimeoutError) as exc:
+                entry["runs"][planner] = asdict(Run(planner, 0.0, 0, 0, error=str(exc)[:300]))
+                say(f"{g.id}: {planner} failed: {exc}")
+                continue
+            run.metrics = plan_metrics(doc, description=g.description, aspects=g.aspects)
+            run.markdown = markdown(doc)
+            entry["runs"][planner] = asdict(run)
+            say(f"{g.id}: {planner} done in {run.seconds:.0f}s, quality {run.metrics['quality']}, "
+                f"{run.prompt_tokens}+{run.completion_tokens} tokens")
+        data["goals"].append(entry)
+        if save is not None:
+            save(data)
+    data["aggregate"] = {p: aggregate([g["runs"][p]["metrics"] for g in data["goals"]
+                                       if p in g["runs"] and g["runs"][p].get("metrics")])
+                         for p in ("single", "swarm")}
+    return data
 
 
 def write_json(data: dict, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False))
     tmp.replace(path)
+
+
+def pair_seed(goal_id: str, seed: int) -> int:
+    return int(hashlib.sha256(f"{goal_id}:{seed}".encode()).hexdigest()[:8], 16)

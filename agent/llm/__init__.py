@@ -25,41 +25,19 @@ from agent.llm.base import (
     generate_parsed,
     validate,
 )
-from agent.llm.prompts import (
-    atomic_request,
-    decompose_request,
-    execute_request,
-    parse_atomic,
-    parse_decomposition,
-    parse_execution,
-    parse_score,
-    parse_synthesis,
-    score_request,
-    synthesis_request,
-)
 from agent.llm.scripted import ScriptedLLM, scripted_answer
 
 __all__ = [
     "LLM",
     "Answer",
-    "atomic_request",
-    "parse_atomic",
-    "parse_synthesis",
-    "synthesis_request",
     "LLMBadOutput",
     "LLMError",
     "LLMRequest",
     "LLMUnavailable",
     "ModelMissing",
     "ScriptedLLM",
-    "decompose_request",
-    "execute_request",
     "generate_parsed",
     "make_llm",
-    "parse_decomposition",
-    "parse_execution",
-    "parse_score",
-    "score_request",
     "scripted_answer",
     "validate",
 ]

@@ -16,7 +16,7 @@ from typing import Any, Callable, Literal, Mapping, TypeVar
 
 T = TypeVar("T")
 
-RequestKind = Literal["decompose", "score", "execute", "atomic", "synthesize"]
+RequestKind = Literal["brief", "decompose", "rank", "atomic", "execute", "review", "synthesize"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,9 @@ class LLMRequest:
     max_tokens: int = 512
     temperature: float = 0.7
     seed: int | None = None
+    # the answer is free text, not JSON: backends send no constraint and answer {"text": ...}
+    # (the quality benchmark's one direct call; no role asks for it)
+    free_text: bool = False
 
 
 @dataclass(frozen=True)
@@ -111,7 +114,7 @@ async def generate_parsed(
 
 # ---------------------------------------------------------------------------------------------
 # A tiny validator for the subset of JSON schema the prompts use (type, properties, required,
-# additionalProperties, items, min/maxItems, min/maxLength, minimum/maximum, enum). It is strict
+# additionalProperties, items, min/maxItems, min/maxLength, minimum/maximum, enum, const). It is strict
 # about what it knows and ignores keywords it does not (such as "description").
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -145,6 +148,8 @@ def schema_errors(instance: Any, schema: Mapping[str, Any], path: str = "$") -> 
                 ok = True
         if not ok:
             return [f"{path}: expected {typ}, got {type(instance).__name__}"]
+    if "const" in schema and instance != schema["const"]:
+        errors.append(f"{path}: {instance!r} is not {schema['const']!r}")
     if "enum" in schema and instance not in schema["enum"]:
         errors.append(f"{path}: {instance!r} is not one of {schema['enum']!r}")
     if isinstance(instance, dict):

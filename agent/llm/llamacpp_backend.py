@@ -167,7 +167,7 @@ class LlamaCppLLM(LLM):
             "seed": seed,
             "stream": False,
             **KIND_SAMPLING.get(req.kind, {}),
-            **self._constraint(req.schema),
+            **({} if req.free_text else self._constraint(req.schema)),
         }
 
     async def complete(self, req: LLMRequest) -> Answer:
@@ -214,7 +214,7 @@ class LlamaCppLLM(LLM):
                 "finish_reason": choice.get("finish_reason"),
             }
             try:
-                answer = parse_json_answer(content, req.schema)
+                answer = {"text": content or ""} if req.free_text else parse_json_answer(content, req.schema)
             except LLMBadOutput as exc:
                 last = exc
                 log.warning("llm.llamacpp.bad_output", kind=req.kind, attempt=attempt + 1,

@@ -1,48 +1,45 @@
-"""Pure functions that build LLM requests and check the answers: decompose, score, atomic
-(is a node doable in one sitting), execute (a leaf, with its siblings in view) and synthesize
-(a node's answer from its children's). docs/quality.md explains the choices.
+"""Pure functions that build LLM requests and read the answers: the brief (a goal's working
+assumptions), decompose (an ordered split), rank (a node's splits side by side), atomic (is a
+node one step), execute (a step's concrete actions), review (an elector's reading of a result)
+and synthesize (a node's answer from all its children's). docs/quality.md explains the choices.
 
-The schemas are written for constrained decoding by a very small model (SmolLM2-135M): every
-array has minItems/maxItems and every string a maxLength, so the grammar itself ends the answer
-(without maxItems the small model repeats items until max_tokens cuts the JSON off). The
-``max_tokens`` of each request is derived from those bounds so the JSON is never cut off.
+Every prompt starts with the same lines for a goal (the system message, the goal, today's date
+and the brief), so a server's prompt cache reuses that prefix across every request of a plan.
+Answers are shaped by the pydantic models in ``agent.llm.answers`` (their JSON schema
+constrains decoding; ``max_tokens`` is derived from its bounds so the JSON is never cut off).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
 
+from agent.core.events import BRIEF_FIELDS
 from agent.core.text import cut_to_sentence
+from agent.llm.answers import (
+    AtomicAnswer, BriefAnswer, ExecuteAnswer, ReviewAnswer, parse_as, rank_model, schema_of,
+    split_model, synthesis_model,
+)
 from agent.llm.base import LLMBadOutput, LLMRequest
 
-# Bounds of a cleaned subgoal (the contract with the rest of the code).
+# Bounds of cleaned values (the contract with the rest of the code).
 TITLE_MAX = 120
 DESCRIPTION_MAX = 600
 FEEDBACK_MAX = 400
 RESULT_MAX = 4000
-
-# Tighter bounds inside the schemas: they cap what the model may generate (and so its time).
-SCHEMA_TITLE_MAX = 80
-SCHEMA_DESCRIPTION_MAX = 160
-SCHEMA_FEEDBACK_MAX = 200
-# a result of "3 to 5 sentences, at most 90 words" is ~600 characters; the grammar cuts at this
-# bound and parse_execution then ends the text at its last full sentence
-SCHEMA_RESULT_MAX = 700
-SCHEMA_ANSWER_MAX = 900  # a synthesis: "at most 120 words"
-
-SCORE_KEYS = ("specificity", "non_overlap", "coverage")
-RATING_MAX = 10  # the model rates 0..10 (integers suit a small model); parse_score maps to 0..1
+SCHEMA_TITLE_MAX = 70
+SCHEMA_DESCRIPTION_MAX = 180
 ATOMIC_STEPS_MAX = 3  # a node is atomic if it is one sitting of at most this many steps
+
+SYSTEM = ("You are a practical planner in a team that writes one concrete plan together. You "
+          "answer only with JSON.")
 
 
 def token_budget(schema: dict) -> int:
-    """Tokens that always suffice for compact JSON valid against ``schema``.
-
-    Counts one token per character of every bounded string (SmolLM2 falls to about one
-    character a token when it degenerates into digit runs, measured) plus the punctuation and
-    keys. Only bounded schemas have a budget: this raises on an unbounded array or string.
-    """
+    """Tokens that always suffice for compact JSON valid against ``schema``: one per character
+    of every bounded string (a small model can fall to about one character a token) plus the
+    punctuation and keys. Raises on an unbounded array or string."""
     typ = schema.get("type")
     if typ == "object":
         props = schema.get("properties", {})
@@ -52,9 +49,10 @@ def token_budget(schema: dict) -> int:
             raise ValueError("unbounded array: add maxItems")
         return 2 + schema["maxItems"] * (token_budget(schema["items"]) + 1)
     if typ == "string":
-        if "maxLength" not in schema and "enum" not in schema:
+        if "maxLength" not in schema and "enum" not in schema and "const" not in schema:
             raise ValueError("unbounded string: add maxLength")
-        longest_enum = max((len(str(e)) for e in schema.get("enum", [])), default=0)
+        longest_enum = max((len(str(e)) for e in [*schema.get("enum", []), *([schema["const"]] if "const" in schema else [])]),
+                           default=0)
         return 2 + schema.get("maxLength", longest_enum)
     if typ in ("integer", "number"):
         return 8
@@ -63,34 +61,18 @@ def token_budget(schema: dict) -> int:
     raise ValueError(f"no token budget for schema type {typ!r}")
 
 
-# Generic strategies: no example words from any domain. Small models copy the words of a hint
-# into every plan (the old "transport, lodging, food" hint turned up in a bakery's plan).
+# Strategies: generic, with no example words from any domain (small models copy a hint's words
+# into every plan). "outline" is the whole job from the first step to the last, as one direct
+# answer would write it: the swarm starts where one call ends.
 STRATEGY_HINTS = {
-    "by phase": "in the order the work happens: one subgoal per stage, from the first to the last",
-    "by component": "one subgoal per separate part or deliverable of the result",
-    "by stakeholder": "one subgoal per person or group the task involves or serves",
-    "by place": "one subgoal per place where the task happens, named as in the goal",
-    "by time": "one subgoal per period of time (days, weeks or months), in order",
+    "outline": "as the complete list of steps from the first to the last, in the order they are done",
+    "by phase": "in the order the work happens: one step per stage, from the first to the last",
+    "by component": "one step per separate part or deliverable of the result, in the order they are made",
+    "by stakeholder": "one step per person or group the task involves or serves, in the order they are needed",
+    "by place": "one step per place where the task happens, in the order they are visited",
+    "by time": "one step per period of time (days, weeks or months), in order",
 }
 STRATEGIES = tuple(STRATEGY_HINTS)
-
-SYSTEM_DECOMPOSE = (
-    "You are an expert planner. You split a task into smaller subgoals that are specific, do "
-    "not overlap, and together complete the task. Answer only with JSON."
-)
-SYSTEM_SCORE = (
-    "You are a strict reviewer of plans. You rate how a task was split into subgoals. "
-    "Answer only with JSON."
-)
-SYSTEM_ATOMIC = "You judge how much work a task is. Answer only with JSON."
-SYSTEM_EXECUTE = (
-    "You carry out one task of a larger plan and report what you did and decided, in plain "
-    "English. Answer only with JSON."
-)
-SYSTEM_SYNTHESIZE = (
-    "You combine the results of the parts of a plan into one clear answer, in plain English. "
-    "Answer only with JSON."
-)
 
 _PLACE_WORDS = frozenset(
     "trip travel tour visit city country town region abroad holiday vacation journey move "
@@ -116,11 +98,11 @@ def _has_place(text: str) -> bool:
 
 
 def suitable_strategies(goal: str, title: str, description: str = "") -> list[str]:
-    """The strategies that fit a task, best first: by place only when the task names a place
-    or is about travel, by time only when it has a time span, by stakeholder only when it
-    involves people; by phase and by component always fit."""
+    """The strategies that fit a task, best first: by time only when it has a time span, by
+    place only when it names a place or is about travel, by stakeholder only when it involves
+    people; outline, by phase and by component always fit."""
     text = f"{title} {description}"
-    out = []
+    out = ["outline"]
     if _TIME_WORDS.search(text):
         out.append("by time")
     if _has_place(text):
@@ -159,9 +141,82 @@ def _path_line(path: Iterable[str]) -> str:
     return " > ".join(parts[-4:])
 
 
-def _listing(titles: Iterable[str], limit: int = 12, width: int = 60) -> str:
-    items = [_clip(t, width) for t in titles if str(t).strip()][:limit]
-    return "; ".join(items)
+# ------------------------------------------------------------------------------ the frame
+
+
+@dataclass(frozen=True)
+class Frame:
+    """What every request of one goal starts with: the goal, the date it was set, its brief."""
+
+    goal: str
+    today: str = ""  # the goal's date (YYYY-MM-DD): "after today" means after the goal was set
+    brief: Mapping[str, str] = field(default_factory=dict)
+    about: str = ""  # the goal's description, as its submitter wrote it
+
+    def lines(self) -> list[str]:
+        out = [f"Goal: {_clip(self.goal, 200)}"]
+        if self.about.strip():
+            out.append(f"About the goal: {_clip(self.about, 400)}")
+        if self.today:
+            out.append(f"Today: {self.today}")
+        text = brief_text(self.brief)
+        if text:
+            out.append(f"Brief (every step keeps to it): {text}")
+        return out
+
+    def context(self) -> dict[str, Any]:
+        return {"goal": self.goal, "about": self.about, "today": self.today, "brief": dict(self.brief)}
+
+
+_BRIEF_LABELS = {"duration": "duration", "dates": "dates", "budget": "budget", "currency": "currency",
+                 "place": "place", "people": "people", "constraints": "constraints", "done": "done when"}
+
+
+def brief_text(brief: Mapping[str, str] | None) -> str:
+    if not brief:
+        return ""
+    return "; ".join(f"{_BRIEF_LABELS[k]}: {_clip(brief[k], 160)}" for k in BRIEF_FIELDS
+                     if str(brief.get(k, "")).strip())
+
+
+def _request(kind: str, frame: Frame, lines: list[str], model: type, context: dict[str, Any],
+             temperature: float, seed: int | None) -> LLMRequest:
+    schema = schema_of(model)
+    return LLMRequest(kind=kind, system=SYSTEM, prompt="\n".join(frame.lines() + lines), schema=schema,
+                      context={**frame.context(), **context, "seed": seed},
+                      max_tokens=token_budget(schema), temperature=temperature, seed=seed)
+
+
+# ------------------------------------------------------------------------------ brief
+
+
+def brief_request(frame: Frame, *, seed: int | None = None) -> LLMRequest:
+    lines = [
+        "Before the plan is made, settle the working assumptions that every step will follow. "
+        "Keep everything the goal says (its length, dates, money, place, people). Where the goal says nothing, choose one realistic, typical value for a person doing "
+        "this goal. duration: how long it takes in all. dates: the start and end date, at least "
+        "four weeks after today (day, month and year). budget: the total amount of money for "
+        "everything and everyone, with its currency, realistic for the goal. currency: the "
+        "ISO code of the budget's currency (EUR, USD, JPY, GBP, ...). place: where it happens, "
+        "and where the people start from. people: who does it or takes part, and how many. "
+        "constraints: limits to respect. done: what is true when the goal is achieved."
+    ]
+    return _request("brief", frame, lines, BriefAnswer, {}, 0.4, seed)
+
+
+def parse_brief(answer: Any) -> dict[str, str]:
+    """The brief's fields, cleaned; ``LLMBadOutput`` if too few say anything."""
+    a = parse_as(BriefAnswer, answer, "brief")
+    out = {}
+    for k in BRIEF_FIELDS:
+        v = _clean_text(getattr(a, k), 300)
+        if v.lower().strip(" .") in ("", "none", "n/a", "na", "not specified", "unknown", "tbd", "-"):
+            v = ""
+        out[k] = v
+    out["currency"] = a.currency.upper() if re.fullmatch(r"[A-Z]{3}", a.currency.upper()) else ""
+    if sum(1 for k in ("duration", "dates", "budget", "place", "people", "done") if out[k]) < 3:
+        raise LLMBadOutput("the brief leaves most assumptions open")
+    return out
 
 
 # ------------------------------------------------------------------------------ decompose
@@ -170,41 +225,13 @@ def _listing(titles: Iterable[str], limit: int = 12, width: int = 60) -> str:
 def decomposition_schema(max_children: int) -> dict:
     if max_children < 2:
         raise ValueError("max_children must be at least 2")
-    # No "atomic" field: small models said true for everything and the flag was trusted, which
-    # kept every plan one level deep. Whether a node is atomic is judged separately (atomic_*).
-    return {
-        "type": "object",
-        "properties": {
-            "subgoals": {
-                "type": "array",
-                # at least 3 when allowed: small models often restate the task first, and the
-                # parser drops that; two more still make a split
-                "minItems": min(3, max_children),
-                "maxItems": max_children,
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "title": {"type": "string", "minLength": 3, "maxLength": SCHEMA_TITLE_MAX},
-                        "description": {
-                            "type": "string",
-                            "minLength": 0,
-                            "maxLength": SCHEMA_DESCRIPTION_MAX,
-                        },
-                    },
-                    "required": ["title", "description"],
-                    "additionalProperties": False,
-                },
-            }
-        },
-        "required": ["subgoals"],
-        "additionalProperties": False,
-    }
+    return schema_of(split_model(max_children))
 
 
 def decompose_request(
+    frame: Frame,
     *,
-    goal: str,
-    path: list[str],
+    path: Sequence[str],
     title: str,
     description: str,
     strategy: str,
@@ -214,95 +241,77 @@ def decompose_request(
     parent_split: Iterable[str] = (),
     seed: int | None = None,
 ) -> LLMRequest:
-    """``parent_split``: the titles of the parent's accepted split, this task among them, so
-    the split stays inside this task's scope. Titles of farther branches are not shown: models
-    copied them into their split (measured); ``agent.behaviour.work.subgoals_for`` drops such copies."""
+    """``path``: titles from the goal down to the node's parent; ``parent_split``: the titles
+    of the parent's accepted split, this task among them, so the split stays inside this
+    task's scope (titles of farther branches are not shown: models copied them)."""
     feedback = [str(f) for f in feedback if str(f).strip()]
     parent_split = [str(t) for t in parent_split if str(t).strip()]
-    lines = [f"Goal: {_clip(goal, 200)}"]
-    where = _path_line(path)
+    lines = []
+    where = _path_line(path[1:] if path else [])
     if where:
         lines.append(f"Part of: {where}")
     if len(parent_split) > 1:
-        parent = path[-1] if path else goal
+        parent = path[-1] if path else frame.goal
         lines.append(f"\"{_clip(parent, 80)}\" was split into: " + "; ".join(
             f"{i}. {_clip(t, 60)}" + (" (this task)" if t == title else "")
             for i, t in enumerate(parent_split[:8], 1)))
     lines.append(f"Task to split: {_clip(title, TITLE_MAX)}")
     if description.strip():
         lines.append(f"Details: {_clip(description, 300)}")
-    lines.append(f"Split the task {strategy_hint(strategy)}.")
     if previous:
-        lines.append("A reviewer criticised this earlier split:")
-        lines.extend(f"- {_clip(s.get('title', ''), SCHEMA_TITLE_MAX)}" for s in previous[:12])
+        lines.append("A reviewer criticised this earlier split: " + "; ".join(
+            f"{i}. {_clip(s.get('title', ''), SCHEMA_TITLE_MAX)}" for i, s in enumerate(previous[:12], 1)))
         if feedback:
-            lines.append("Feedback:")
-            lines.extend(f"- {_clip(f, 200)}" for f in feedback[:5])
-        lines.append("Write a better split that fixes the feedback.")
+            lines.append("Feedback: " + " | ".join(_clip(f, 200) for f in feedback[:4]))
+        lines.append("Write a better split that fixes the feedback and adds what is missing.")
     elif feedback:
-        lines.append("Feedback to take into account:")
-        lines.extend(f"- {_clip(f, 200)}" for f in feedback[:5])
+        lines.append("Feedback to take into account: " + " | ".join(_clip(f, 200) for f in feedback[:4]))
     low = min(3, max_children)
     count = f"{low} to {max_children}" if low < max_children else f"{max_children}"
     lines.append(
-        f"Write {count} subgoals of this task. Rules: each title is a short action (3 to 8 "
-        "words) that names one concrete piece of the task; no two "
-        "subgoals cover the same thing; no subgoal repeats the task itself"
-        + (" or the other parts of the split above" if len(parent_split) > 1 else "")
-        + "; together they complete the task; use the real names from the goal, never "
-        "placeholders in brackets. Each description says in one sentence what exactly to do."
+        f"Write the {count} steps that get this task done, {strategy_hint(strategy)}. Each step "
+        "is real work with its own result (something booked, bought, built, written, sent, "
+        "paid or visited), not a planning chore such as 'research options' or 'make a plan'. "
+        "Together the steps do all the essential work of the task; no two overlap; none repeats "
+        "the task itself" + (" or the other parts above" if len(parent_split) > 1 else "") + ". "
+        "title: a short action of 3 to 8 words with the real names from the goal and the brief, "
+        "never a placeholder in brackets. description: one sentence saying exactly what to do, "
+        "keeping to the brief. after: the numbers of the earlier steps whose result this step "
+        "needs (often none: [])."
     )
-    schema = decomposition_schema(max_children)
-    return LLMRequest(
-        kind="decompose",
-        system=SYSTEM_DECOMPOSE,
-        prompt="\n".join(lines),
-        schema=schema,
-        context={
-            "goal": goal,
-            "path": list(path),
-            "title": title,
-            "description": description,
-            "strategy": strategy,
-            "max_children": max_children,
-            "feedback": feedback,
-            "previous": [dict(s) for s in previous] if previous is not None else None,
-            "parent_split": parent_split,
-            "seed": seed,
-        },
-        max_tokens=token_budget(schema),
-        temperature=0.7,
-        seed=seed,
-    )
+    model = split_model(max_children)
+    return _request("decompose", frame, lines, model, {
+        "path": list(path), "title": title, "description": description, "strategy": strategy,
+        "max_children": max_children, "feedback": feedback,
+        "previous": [dict(s) for s in previous] if previous is not None else None,
+        "parent_split": parent_split,
+    }, 0.7, seed)
 
 
-def parse_decomposition(answer: dict, *, max_children: int) -> list[dict]:
-    """2..max_children cleaned subgoals (``atomic`` is always False: atomicity is judged, not
-    proposed), or ``LLMBadOutput``."""
+def parse_decomposition(answer: Any, *, max_children: int) -> list[dict]:
+    """2..max_children cleaned subgoals, each {title, description, atomic: False, after}: the
+    1-based positions of earlier kept subgoals it follows (references to later, dropped or
+    itself are removed). ``LLMBadOutput`` when fewer than two usable distinct ones remain."""
     if not isinstance(answer, dict):
         raise LLMBadOutput(f"decomposition is not an object: {type(answer).__name__}")
-    items = answer.get("subgoals")
+    items = answer.get("steps", answer.get("subgoals"))
     if not isinstance(items, list):
-        raise LLMBadOutput("decomposition has no 'subgoals' list")
+        raise LLMBadOutput("decomposition has no 'steps' list")
     cleaned: list[dict] = []
     seen: set[str] = set()
-    for item in items:
+    position: dict[int, int] = {}  # answer position (1-based) -> kept position
+    for n, item in enumerate(items, 1):
         if not isinstance(item, dict):
             continue
         title = _clean_title(item.get("title"))
-        if not title:
+        if not title or title.casefold() in seen:
             continue
-        key = title.casefold()
-        if key in seen:
-            continue
-        seen.add(key)
-        cleaned.append(
-            {
-                "title": title,
-                "description": _clean_text(item.get("description"), DESCRIPTION_MAX),
-                "atomic": False,
-            }
-        )
+        seen.add(title.casefold())
+        refs = item.get("after") if isinstance(item.get("after"), list) else []
+        after = sorted({position[a] for a in refs if isinstance(a, int) and a in position})
+        cleaned.append({"title": title, "description": _clean_text(item.get("description"), DESCRIPTION_MAX),
+                        "atomic": False, "after": tuple(after)})
+        position[n] = len(cleaned)
         if len(cleaned) == max_children:
             break
     if len(cleaned) < 2:
@@ -326,113 +335,106 @@ def _clean_title(value: Any) -> str:
     return text.strip(" ,;:-").strip()
 
 
-# ------------------------------------------------------------------------------ score
+# ------------------------------------------------------------------------------ rank
+
+LABELS = tuple("ABCDEFGH")
 
 
-def score_schema() -> dict:
-    rating = {"type": "integer", "minimum": 0, "maximum": RATING_MAX}
-    return {
-        "type": "object",
-        "properties": {
-            "specificity": rating,
-            "non_overlap": rating,
-            "coverage": rating,
-            "feedback": {"type": "string", "minLength": 0, "maxLength": SCHEMA_FEEDBACK_MAX},
-        },
-        "required": ["specificity", "non_overlap", "coverage", "feedback"],
-        "additionalProperties": False,
-    }
-
-
-def score_request(
+def rank_request(
+    frame: Frame,
     *,
-    goal: str,
+    path: Sequence[str],
     title: str,
     description: str,
-    strategy: str,
-    subgoals: list[dict],
+    splits: Sequence[Sequence[Mapping[str, Any]]],
     scorer: str,
     elsewhere: Iterable[str] = (),
     seed: int | None = None,
 ) -> LLMRequest:
+    """A scorer's side-by-side judgment of a node's splits (at most eight, labelled A, B, ...):
+    for each what essential work it leaves out and how many of its steps are planning chores,
+    then the best. One request judges them all, so the verdict is a choice, not a rating."""
+    splits = [list(s) for s in splits][: len(LABELS)]
+    if not splits:
+        raise ValueError("nothing to rank")
+    labels = LABELS[: len(splits)]
     elsewhere = [str(t) for t in elsewhere if str(t).strip()]
-    lines = [f"Goal: {_clip(goal, 200)}", f"Task: {_clip(title, TITLE_MAX)}"]
-    if description.strip():
-        lines.append(f"Details: {_clip(description, 300)}")
+    lines = []
+    where = _path_line(path[1:] if path else [])
+    if where:
+        lines.append(f"Part of: {where}")
+    lines.append(f"Task: {_clip(title, TITLE_MAX)}" + (f" ({_clip(description, 200)})" if description.strip() else ""))
     if elsewhere:
-        lines.append(f"Other parts of the plan: {_listing(elsewhere)}")
-    lines.append(f"It was split {_clip(strategy, 40)} into:")
-    for i, sub in enumerate(subgoals[:12], 1):
-        desc = _clip(sub.get("description", ""), 120)
-        head = f"{i}. {_clip(sub.get('title', ''), SCHEMA_TITLE_MAX)}"
-        lines.append(f"{head}: {desc}" if desc else head)
+        lines.append("Other parts of the plan (not this task's work): " + "; ".join(_clip(t, 50) for t in elsewhere[:12]))
+    lines.append("Candidate splits of the task:")
+    for label, subs in zip(labels, splits):
+        lines.append(f"{label}: " + " | ".join(
+            f"{i}. {_clip(s.get('title', ''), SCHEMA_TITLE_MAX)}" for i, s in enumerate(subs[:12], 1)))
     lines.append(
-        "Rate the split from 0 (bad) to 10 (good). specificity: each subgoal is one concrete "
-        "piece of this task, not a vague area or a copy of the task. non_overlap: no two "
-        "subgoals, and no subgoal and another part of the plan, cover the same thing. coverage: "
-        "together the subgoals complete the task, with nothing important missing. In feedback "
-        "name the weakest subgoal or what is missing, and how to fix it."
+        "For each split: missing: the essential work of the task it leaves out, in a few "
+        "words ('' if nothing is missing); chores: how many of its steps are only planning "
+        "chores (research, identify, decide, plan, review) instead of real work. best: the "
+        "split that gets the whole task done most completely and concretely, in a sensible "
+        "order; it must not miss more than another split."
     )
-    schema = score_schema()
-    return LLMRequest(
-        kind="score",
-        system=SYSTEM_SCORE,
-        prompt="\n".join(lines),
-        schema=schema,
-        context={
-            "goal": goal,
-            "title": title,
-            "description": description,
-            "strategy": strategy,
-            "subgoals": [dict(s) for s in subgoals],
-            "scorer": scorer,
-            "elsewhere": elsewhere,
-            "seed": seed,
-        },
-        max_tokens=token_budget(schema),
-        temperature=0.7,
-        seed=seed,
-    )
+    model = rank_model(labels)
+    return _request("rank", frame, lines, model, {
+        "path": list(path), "title": title, "description": description,
+        "splits": [[dict(s) for s in subs] for subs in splits], "scorer": scorer, "elsewhere": elsewhere,
+    }, 0.2, seed)
 
 
-def parse_score(answer: dict) -> dict:
-    """{specificity, non_overlap, coverage} in [0, 1] and feedback (<= 400 chars)."""
-    if not isinstance(answer, dict):
-        raise LLMBadOutput(f"score is not an object: {type(answer).__name__}")
-    out: dict[str, Any] = {}
-    for key in SCORE_KEYS:
-        value = answer.get(key)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-            raise LLMBadOutput(f"score has no numeric {key!r}: {value!r}")
-        out[key] = min(1.0, max(0.0, float(value) / RATING_MAX))
-    feedback = answer.get("feedback", "")
-    out["feedback"] = _clean_text(feedback, FEEDBACK_MAX) if isinstance(feedback, str) else ""
-    return out
+@dataclass(frozen=True)
+class Ranking:
+    best: int  # index into the splits
+    missing: tuple[str, ...]  # per split: the essential work it leaves out ("" if none)
+    chores: tuple[int, ...]  # per split: steps that are planning chores
+
+
+_NOTHING = re.compile(r"^(?:none|nothing|n/?a|-|no|nothing is missing|no missing work)?[.!]?$", re.IGNORECASE)
+
+
+def parse_rank(answer: Any, n: int) -> Ranking:
+    """The judgment, checked against itself: ``best`` may not be a split the same answer says
+    misses work while another misses nothing, nor one with more chores than an equally complete
+    one (a verdict that contradicts its own reasons is refused: ``LLMBadOutput``)."""
+    labels = LABELS[:n]
+    a = parse_as(rank_model(labels), answer, "ranking")
+    missing = [""] * n
+    chores = [0] * n
+    seen: set[str] = set()
+    for p in a.plans:
+        i = labels.index(p.plan)
+        if p.plan in seen:
+            raise LLMBadOutput(f"ranking judges split {p.plan} twice")
+        seen.add(p.plan)
+        m = _clean_text(p.missing, 300)
+        missing[i] = "" if _NOTHING.match(m.strip()) or m.strip().upper() in labels else m
+        chores[i] = p.chores
+    best = labels.index(a.best)
+    complete = [i for i in range(n) if not missing[i]]
+    if missing[best] and complete:
+        raise LLMBadOutput(f"best split {a.best} misses '{missing[best][:60]}' while "
+                           f"{labels[complete[0]]} misses nothing")
+    peers = [i for i in range(n) if bool(missing[i]) == bool(missing[best])]
+    if any(chores[i] < chores[best] for i in peers):
+        raise LLMBadOutput(f"best split {a.best} has more planning chores than an equally complete one")
+    return Ranking(best, tuple(missing), tuple(chores))
 
 
 # ------------------------------------------------------------------------------ atomic
 
 
 def atomic_schema() -> dict:
-    return {
-        "type": "object",
-        "properties": {
-            "steps": {"type": "integer", "minimum": 1, "maximum": 12},
-            "one_sitting": {"type": "boolean"},
-        },
-        "required": ["steps", "one_sitting"],
-        "additionalProperties": False,
-    }
+    return schema_of(AtomicAnswer)
 
 
-def atomic_request(
-    *, goal: str, path: list[str], title: str, description: str, seed: int | None = None
-) -> LLMRequest:
-    """Is this node doable in one sitting? A scorer's judgment (the proposer's own word is not
-    trusted: small models called everything atomic). Two questions, because a small model's
-    bare yes/no is nearly always yes: how many distinct steps, and one sitting or not."""
-    lines = [f"Goal: {_clip(goal, 200)}"]
-    where = _path_line(path)
+def atomic_request(frame: Frame, *, path: Sequence[str], title: str, description: str,
+                   seed: int | None = None) -> LLMRequest:
+    """Is this node one step of the plan (written up in one go), or does it need splitting?
+    Two questions, because a small model's bare yes/no is nearly always yes."""
+    lines = []
+    where = _path_line(path[1:] if path else [])
     if where:
         lines.append(f"Part of: {where}")
     lines.append(f"Task: {_clip(title, TITLE_MAX)}")
@@ -440,192 +442,214 @@ def atomic_request(
         lines.append(f"Details: {_clip(description, 300)}")
     lines.append(
         "steps: how many distinct steps does this task take (1 to 12)? one_sitting: can one "
-        "person finish the whole task in a single sitting of at most two hours? Say false if "
-        "it involves several different decisions, places, people or days."
+        "person plan this whole task in a single sitting of at most two hours? Say false if it "
+        "involves several different decisions, places, people or days."
     )
-    schema = atomic_schema()
-    return LLMRequest(
-        kind="atomic",
-        system=SYSTEM_ATOMIC,
-        prompt="\n".join(lines),
-        schema=schema,
-        context={"goal": goal, "path": list(path), "title": title, "description": description,
-                 "seed": seed},
-        max_tokens=token_budget(schema),
-        temperature=0.2,  # a judgment, not a creative answer
-        seed=seed,
-    )
+    return _request("atomic", frame, lines, AtomicAnswer,
+                    {"path": list(path), "title": title, "description": description}, 0.2, seed)
 
 
-def parse_atomic(answer: dict) -> bool:
+def parse_atomic(answer: Any) -> bool:
     """True if the node is atomic: one sitting and at most ``ATOMIC_STEPS_MAX`` steps."""
-    if not isinstance(answer, dict):
-        raise LLMBadOutput(f"atomic judgment is not an object: {type(answer).__name__}")
-    steps, one = answer.get("steps"), answer.get("one_sitting")
-    if isinstance(steps, bool) or not isinstance(steps, int) or not isinstance(one, bool):
-        raise LLMBadOutput(f"atomic judgment lacks steps/one_sitting: {answer!r}")
-    return one and steps <= ATOMIC_STEPS_MAX
+    a = parse_as(AtomicAnswer, answer, "atomic judgment")
+    return a.one_sitting and a.steps <= ATOMIC_STEPS_MAX
 
 
 # ------------------------------------------------------------------------------ execute
 
 
 def execution_schema() -> dict:
-    return {
-        "type": "object",
-        "properties": {
-            "result": {"type": "string", "minLength": 1, "maxLength": SCHEMA_RESULT_MAX},
-        },
-        "required": ["result"],
-        "additionalProperties": False,
-    }
+    return schema_of(ExecuteAnswer)
 
 
 def execute_request(
+    frame: Frame,
     *,
-    goal: str,
-    path: list[str],
+    path: Sequence[str],
     title: str,
     description: str,
-    siblings: Iterable[str] = (),
-    parent_split: Iterable[str] = (),
+    parent_split: Sequence[str] = (),
+    position: int = 0,
+    follows: Iterable[tuple[str, str]] = (),
     decided: Iterable[tuple[str, str]] = (),
+    previous: str = "",
+    feedback: Iterable[str] = (),
     seed: int | None = None,
 ) -> LLMRequest:
-    """``parent_split``: the titles of the parent's accepted split (this task among them);
-    ``siblings``: the others, done by other executors, which this result must not repeat;
-    ``decided``: (title, result) of siblings already done, so this result agrees with them
-    (leaves deciding alone gave one conference three different dates)."""
-    siblings = [str(t) for t in siblings if str(t).strip()]
+    """``parent_split``: the parent's split in order, this step at ``position`` (1-based);
+    ``follows``: (title, result) of the earlier steps this one needs; ``decided``: other
+    siblings already done, so this result agrees with them; ``previous`` and ``feedback``: the
+    attempt the electors sent back, and why."""
     parent_split = [str(t) for t in parent_split if str(t).strip()]
+    follows = [(str(t), str(r)) for t, r in follows if str(r).strip()]
     decided = [(str(t), str(r)) for t, r in decided if str(r).strip()]
-    lines = [f"Goal: {_clip(goal, 200)}"]
-    where = _path_line(path)
+    feedback = [str(f) for f in feedback if str(f).strip()]
+    currency = str(frame.brief.get("currency") or "").strip()
+    lines = []
+    where = _path_line(path[1:] if path else [])
     if where:
         lines.append(f"Part of: {where}")
     if parent_split:
-        parent = path[-1] if path else goal
-        lines.append(f"\"{_clip(parent, 80)}\" was split into: "
-                     + "; ".join(f"{i}. {_clip(t, 60)}" for i, t in enumerate(parent_split[:8], 1)))
-    lines.append(f"Your task: {_clip(title, TITLE_MAX)}")
-    if description.strip():
-        lines.append(f"Details: {_clip(description, 400)}")
-    if decided:
-        lines.append("Already decided in the other subgoals (stay consistent with it):")
-        lines.extend(f"- {_clip(t, 50)}: {_clip(r, 160)}" for t, r in decided[:4])
-    if siblings:
-        lines.append("Do only your task: the other subgoals are done by others, do not repeat them.")
+        parent = path[-1] if path else frame.goal
+        lines.append(f"The plan for \"{_clip(parent, 80)}\": " + "; ".join(
+            f"{i}. {_clip(t, 60)}" + (" (this step)" if i == position else "")
+            for i, t in enumerate(parent_split[:12], 1)))
+    for t, r in follows[:3]:
+        lines.append(f"Done before this step (use it, do not repeat it): {_clip(t, 60)}: {_clip(r, 500)}")
+    for t, r in decided[:3]:
+        lines.append(f"Already decided in another step (agree with it): {_clip(t, 50)}: {_clip(r, 200)}")
+    lines.append(f"This step: {_clip(title, TITLE_MAX)}" + (f": {_clip(description, 300)}" if description.strip() else ""))
+    if previous:
+        lines.append(f"An earlier version was sent back: {_clip(previous, 400)}")
+        if feedback:
+            lines.append("Why: " + " | ".join(_clip(f, 160) for f in feedback[:4]))
     lines.append(
-        "Write the result as if you had done the task: what you decided, with concrete names, "
-        "dates, amounts or steps that fit the goal. 3 to 5 complete sentences in English, at "
-        "most 90 words, no placeholders."
+        "Write 3 to 5 actions that carry out this step. do: one instruction with the specific "
+        "choice it makes (the real name of a place, company, product, service or person, and "
+        "how many). cost: the amount" + (f" in {currency}" if currency else "") + ", or '' if "
+        "it costs nothing. when: the date, day or deadline, within the brief's dates, or ''. "
+        "Instructions only: never 'I' or 'we', never a story of what was done, no "
+        "placeholders, nothing that belongs to the other steps."
     )
-    schema = execution_schema()
-    return LLMRequest(
-        kind="execute",
-        system=SYSTEM_EXECUTE,
-        prompt="\n".join(lines),
-        schema=schema,
-        context={"goal": goal, "path": list(path), "title": title, "description": description,
-                 "siblings": siblings, "parent_split": parent_split,
-                 "decided": [list(d) for d in decided], "seed": seed},
-        max_tokens=token_budget(schema),
-        temperature=0.7,
-        seed=seed,
+    return _request("execute", frame, lines, ExecuteAnswer, {
+        "path": list(path), "title": title, "description": description,
+        "parent_split": parent_split, "position": position,
+        "follows": [list(f) for f in follows], "decided": [list(d) for d in decided],
+        "previous": previous, "feedback": feedback,
+    }, 0.6, seed)
+
+
+def parse_execution(answer: Any) -> str:
+    """The step's result as text: one line per action, "- Do this (cost; when)."."""
+    a = parse_as(ExecuteAnswer, answer, "execution result")
+    lines = []
+    seen: set[str] = set()
+    for act in a.actions:
+        do = _sentence(act.do)
+        if not do or do.casefold() in seen:
+            continue
+        seen.add(do.casefold())
+        extra = [x for x in (_clean_text(act.cost, 40), _clean_text(act.when, 40))
+                 if x and x.lower().strip(" .") not in ("", "none", "n/a", "free", "0", "-")]
+        lines.append(f"- {do[:-1]} ({'; '.join(extra)})." if extra else f"- {do}")
+    if not lines:
+        raise LLMBadOutput("execution result has no usable action")
+    return "\n".join(lines)[:RESULT_MAX]
+
+
+def _sentence(text: str) -> str:
+    t = _clean_text(text, 200).strip(" -*•")
+    if not t:
+        return ""
+    t = t[0].upper() + t[1:]
+    return t if t[-1] in ".!?" else t + "."
+
+
+# ------------------------------------------------------------------------------ review
+
+
+def review_schema() -> dict:
+    return schema_of(ReviewAnswer)
+
+
+def review_request(frame: Frame, *, path: Sequence[str], title: str, description: str, result: str,
+                   siblings: Iterable[tuple[str, str]] = (), seed: int | None = None) -> LLMRequest:
+    """An elector's reading of one step's result, problems quoted from the result itself."""
+    siblings = [(str(t), str(r)) for t, r in siblings if str(r).strip()]
+    lines = []
+    where = _path_line(path[1:] if path else [])
+    if where:
+        lines.append(f"Part of: {where}")
+    lines.append(f"Step: {_clip(title, TITLE_MAX)}" + (f": {_clip(description, 300)}" if description.strip() else ""))
+    for t, r in siblings[:3]:
+        lines.append(f"Another step, already done: {_clip(t, 50)}: {_clip(r, 200)}")
+    lines.append(f"Its result:\n{_clip(result, 1200)}")
+    lines.append(
+        "Check the result. A problem is one of: it tells a story of having done the work "
+        "instead of saying what to do; it contradicts the brief (other dates, currency, "
+        "budget, place or people) or another step; it names no concrete choice; it does "
+        "something other than this step. For each problem quote the exact words of the result "
+        "that show it, and say why in a few words. accept: true if there is no real problem."
     )
+    return _request("review", frame, lines, ReviewAnswer, {
+        "path": list(path), "title": title, "description": description, "result": result,
+        "siblings": [list(s) for s in siblings],
+    }, 0.2, seed)
 
 
-def _prose(raw: Any, what: str, limit: int) -> str:
-    if not isinstance(raw, str):
-        raise LLMBadOutput(f"{what} has no text")
-    lines = [" ".join(line.split()) for line in raw.splitlines()]
-    # stray JSON/bracket debris before the first word ("}I will confirm ...", seen)
-    text = "\n".join(line for line in lines if line).strip().lstrip("{}[],;:)").strip()
-    if not text:
-        raise LLMBadOutput(f"{what} is empty")
-    if len(text) > limit:
-        text = text[:limit]
-    # the schema's maxLength stops the grammar mid-sentence: keep whole sentences only. Text
-    # without any sentence end is kept as it is: the result check (agent.core.scoring) rejects
-    # it while the executor has attempts left, and the last attempt must never stall a task.
-    return cut_to_sentence(text) or text
-
-
-def parse_execution(answer: dict) -> str:
-    """The task's result: whole sentences only, at most 4000 characters (line breaks kept,
-    other runs of blanks collapsed)."""
-    if not isinstance(answer, dict):
-        raise LLMBadOutput(f"execution result is not an object: {type(answer).__name__}")
-    return _prose(answer.get("result"), "execution result", RESULT_MAX)
+def parse_review(answer: Any, result: str) -> tuple[bool, list[str]]:
+    """(accept, problems). A problem counts only if its quote is in the result (a model may
+    not invent what it objects to); a rejection without one counted problem, or an acceptance
+    with two or more, contradicts itself and is refused (``LLMBadOutput``)."""
+    a = parse_as(ReviewAnswer, answer, "review")
+    haystack = " ".join(result.split()).casefold()
+    problems = []
+    for p in a.problems:
+        quote = " ".join(p.quote.split()).strip(" '\"").casefold()
+        if len(quote) >= 4 and quote in haystack:
+            problems.append(f"\"{_clip(p.quote.strip(), 80)}\": {_clean_text(p.why, 100)}")
+    if not a.accept and not problems:
+        raise LLMBadOutput("the review rejects without quoting a problem from the result")
+    if a.accept and len(problems) >= 2:
+        raise LLMBadOutput("the review accepts a result it found two problems in")
+    return a.accept, problems
 
 
 # ------------------------------------------------------------------------------ synthesize
 
 
-def synthesis_schema() -> dict:
-    return {
-        "type": "object",
-        "properties": {
-            "answer": {"type": "string", "minLength": 1, "maxLength": SCHEMA_ANSWER_MAX},
-        },
-        "required": ["answer"],
-        "additionalProperties": False,
-    }
+def synthesis_schema(parts: int) -> dict:
+    return schema_of(synthesis_model(parts))
 
 
-def synthesis_request(
-    *,
-    goal: str,
-    path: list[str],
-    title: str,
-    description: str,
-    children: Iterable[tuple[str, str]],
-    seed: int | None = None,
-) -> LLMRequest:
-    """A node's answer from its children's (title, answer-or-result) pairs, in split order. At
-    the root the answer is the plan's executive summary."""
+def synthesis_request(frame: Frame, *, path: Sequence[str], title: str, description: str,
+                      children: Iterable[tuple[str, str]], previous: str = "",
+                      feedback: Iterable[str] = (), seed: int | None = None) -> LLMRequest:
+    """A node's answer from its children's (title, result) pairs, in split order, each in
+    full: a summary and one line of key content per child. At the root it is the plan's
+    answer, the first thing a person reads."""
     children = [(str(t), str(a)) for t, a in children]
     if not children:
         raise ValueError("a synthesis needs the children's results")
-    root = not [p for p in path if str(p).strip()]
-    lines = [f"Goal: {_clip(goal, 200)}"]
-    where = _path_line(path)
+    feedback = [str(f) for f in feedback if str(f).strip()]
+    root = len([p for p in path if str(p).strip()]) == 0
+    lines = []
+    where = _path_line(path[1:] if path else [])
     if where:
         lines.append(f"Part of: {where}")
     if not root:
         lines.append(f"Task: {_clip(title, TITLE_MAX)}")
-    if description.strip():
-        lines.append(f"Details: {_clip(description, 300)}")
-    # keep the prompt inside a 2048-token context whatever the number of children
-    per_child = max(120, 1500 // len(children))
-    lines.append("It was split into these parts, each already done:")
+    per_child = max(300, 3600 // len(children))
+    lines.append(f"The {len(children)} steps" + ("" if root else " of this task") + ", in order, with what each does:")
     for i, (t, a) in enumerate(children[:12], 1):
-        lines.append(f"{i}. {_clip(t, 70)}: {_clip(a, per_child)}")
-    what = ("the executive summary of the whole plan for the goal" if root
-            else f"the answer for \"{_clip(title, 80)}\"")
+        lines.append(f"{i}. {_clip(t, 70)}:\n{_clip(a, per_child)}")
+    if previous:
+        lines.append(f"An earlier answer was sent back: {_clip(previous, 300)}")
+        if feedback:
+            lines.append("Why: " + " | ".join(_clip(f, 160) for f in feedback[:4]))
+    what = "the whole plan" if root else f"\"{_clip(title, 80)}\""
     lines.append(
-        f"Write {what}: combine the parts into one coherent plan, in order, keeping their "
-        "concrete details and leaving out repetition. 3 to 6 complete sentences in English, "
-        "at most 120 words."
+        f"Write the answer for {what}. summary: 3 to 5 sentences a person reads first: what "
+        "the plan does and its key choices (names, dates, amounts), in the order of the steps. "
+        f"steps: for each of the {len(children)} steps in order, one sentence with its key "
+        "content (the names, dates and amounts it fixes), not its title again. Use every step; "
+        "keep to the brief; no '...'."
     )
-    schema = synthesis_schema()
-    return LLMRequest(
-        kind="synthesize",
-        system=SYSTEM_SYNTHESIZE,
-        prompt="\n".join(lines),
-        schema=schema,
-        context={"goal": goal, "path": list(path), "title": title, "description": description,
-                 "children": [list(c) for c in children], "seed": seed},
-        max_tokens=token_budget(schema),
-        temperature=0.5,
-        seed=seed,
-    )
+    return _request("synthesize", frame, lines, synthesis_model(len(children[:12])), {
+        "path": list(path), "title": title, "description": description,
+        "children": [list(c) for c in children], "previous": previous, "feedback": feedback,
+    }, 0.4, seed)
 
 
-def parse_synthesis(answer: dict) -> str:
-    if not isinstance(answer, dict):
-        raise LLMBadOutput(f"synthesis is not an object: {type(answer).__name__}")
-    return _prose(answer.get("answer"), "synthesis", RESULT_MAX)
+def parse_synthesis(answer: Any, titles: Sequence[str]) -> str:
+    """The answer as text: the summary, then one numbered line per child, "N. Title: key"."""
+    a = parse_as(synthesis_model(len(titles)), answer, "synthesis")
+    summary = cut_to_sentence(_clean_text(a.summary, 900)) or _clean_text(a.summary, 900)
+    out = [summary, ""]
+    for i, (t, key) in enumerate(zip(titles, a.steps), 1):
+        k = _sentence(_clean_text(key, 300))
+        out.append(f"{i}. {t}: {k}" if k else f"{i}. {t}.")
+    return "\n".join(out).strip()[:RESULT_MAX]
 
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)

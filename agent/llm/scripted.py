@@ -10,11 +10,14 @@ against ``req.schema``; the same context always gives the same answer, in any pr
   parent title. Facet names share no words, so a word-overlap check sees distinct subgoals.
   A refinement (context has previous or feedback) keeps the facets, makes every description
   specific ("... Done when ...") and adds a facet if there is room, so it scores higher.
-- score: specificity from description lengths, non_overlap from title word overlap, coverage
-  from the count and whether most descriptions are detailed (>= 100 chars), each moved
-  by up to ±0.15 by a hash of (scorer, titles), so
-  scorers sometimes disagree about competing splits. Feedback names the weakest point.
-- execute: a few deterministic lines about the task.
+- brief: working assumptions read off the goal (its length, a date some weeks after the
+  goal's day, a budget in euros, the place it names).
+- rank: the split with the best base scores (description lengths, title overlap, count), each
+  moved by up to ±0.15 by a hash of (scorer, titles), so scorers sometimes disagree; the others
+  "miss" a facet. Planning chores are counted as a real model should.
+- execute: three actions naming the task's topic, a cost in the brief's currency and a day in
+  its dates; review: accepts unless the result tells a story or has a placeholder;
+  synthesize: a summary and one line per child.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any, Mapping, Sequence
 
 import trio
 
+from agent.core.scoring import chore_count
 from agent.llm import prompts
 import json
 
@@ -253,9 +257,12 @@ def _decompose(ctx: Mapping[str, Any]) -> dict:
         subgoals.append({
             "title": sub_title,
             "description": _fit(desc, prompts.SCHEMA_DESCRIPTION_MAX),
+            "after": [],
         })
     del deep
-    return {"subgoals": subgoals}
+    if strategy in ("outline", "by phase") and len(subgoals) >= 3:
+        subgoals[-1]["after"] = [1]  # the last step uses the first one's result
+    return {"steps": subgoals}
 
 
 def _decompose_facet(ctx: Mapping[str, Any], facet: str) -> dict:
@@ -266,8 +273,8 @@ def _decompose_facet(ctx: Mapping[str, Any], facet: str) -> dict:
         if refined:
             desc += ". Done when it is written into the plan"
         subgoals.append({"title": _fit(title, prompts.SCHEMA_TITLE_MAX),
-                         "description": _fit(desc + ".", prompts.SCHEMA_DESCRIPTION_MAX)})
-    return {"subgoals": subgoals}
+                         "description": _fit(desc + ".", prompts.SCHEMA_DESCRIPTION_MAX), "after": []})
+    return {"steps": subgoals}
 
 
 def _atomic(ctx: Mapping[str, Any]) -> dict:
@@ -282,10 +289,15 @@ def _atomic(ctx: Mapping[str, Any]) -> dict:
 
 def _synthesize(ctx: Mapping[str, Any]) -> dict:
     title = _fit(str(ctx.get("title", "")) or "the task", 100)
-    parts = [str(t) for t, _ in (ctx.get("children") or [])]
-    lines = [f"Plan for {title}: {len(parts)} parts, done in this order."]
-    lines += [f"{i}. {_fit(p, 80)}." for i, p in enumerate(parts[:8], 1)]
-    return {"answer": "\n".join(lines)[: prompts.SCHEMA_ANSWER_MAX]}
+    children = [(str(t), str(r)) for t, r in (ctx.get("children") or [])][:12]
+    parts = [t for t, _ in children]
+    summary = _fit(f"The plan for {title} takes {len(parts)} steps in order: "
+                   + "; ".join(_fit(p, 60) for p in parts) + ".", 590)
+    steps = []
+    for t, r in children:
+        first = next((ln.strip("- ").strip() for ln in r.splitlines() if ln.strip()), t)
+        steps.append(_fit(first, 210))
+    return {"summary": summary, "steps": steps}
 
 
 def _jaccard(a: str, b: str) -> float:
@@ -309,71 +321,112 @@ def base_scores(subgoals: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     }
 
 
-def _score(ctx: Mapping[str, Any]) -> dict:
-    subgoals = [s for s in (ctx.get("subgoals") or []) if isinstance(s, Mapping)]
+def _rank(ctx: Mapping[str, Any]) -> dict:
+    splits = [[s for s in split if isinstance(s, Mapping)] for split in (ctx.get("splits") or [])]
     scorer = str(ctx.get("scorer", ""))
-    titles = [str(s.get("title", "")) for s in subgoals]
-    base = base_scores(subgoals)
-    values: dict[str, float] = {}
-    for key in prompts.SCORE_KEYS:
-        jitter = (_unit("score", scorer, key, *titles) - 0.5) * 0.3  # ±0.15
-        values[key] = min(1.0, max(0.0, base[key] + jitter))
-    answer: dict[str, Any] = {
-        k: int(round(v * prompts.RATING_MAX)) for k, v in values.items()
-    }
-    answer["feedback"] = _fit(_feedback(ctx, subgoals, values), prompts.SCHEMA_FEEDBACK_MAX)
-    return answer
+    labels = prompts.LABELS[: len(splits)]
+    totals = []
+    for split in splits:
+        titles = [str(s.get("title", "")) for s in split]
+        base = base_scores(split)
+        jitter = (_unit("rank", scorer, *titles) - 0.5) * 0.3  # ±0.15
+        totals.append(sum(base.values()) / 3 + jitter)
+    best = max(range(len(splits)), key=lambda i: (totals[i], -i))
+    plans = []
+    for i, (label, split) in enumerate(zip(labels, splits)):
+        present = " ".join(str(s.get("title", "")) for s in split).casefold()
+        gap = next((f[0] for f in GENERIC if f[0].casefold() not in present), "")
+        plans.append({"plan": label, "missing": "" if i == best else _fit(gap.lower(), 110),
+                      "chores": chore_count([str(s.get("title", "")) for s in split])})
+    best_chores = plans[best]["chores"]
+    for p in plans:  # a consistent judgment: the chosen one has no more chores than its peers
+        if p["missing"] == "" and p["chores"] < best_chores:
+            p["chores"] = best_chores
+    return {"plans": plans, "best": labels[best]}
 
 
-def _feedback(ctx: Mapping[str, Any], subgoals: list[Mapping[str, Any]],
-              values: Mapping[str, float]) -> str:
-    weakest = min(prompts.SCORE_KEYS, key=lambda k: (values[k], k))
-    if not subgoals:
-        return "There are no subgoals; split the task into at least two concrete parts."
-    if weakest == "specificity":
-        vague = min(subgoals, key=lambda s: (len(str(s.get("description", ""))),
-                                             str(s.get("title", ""))))
-        return (f"'{_fit(str(vague.get('title', '')), 50)}' is vague: say exactly what it "
-                "involves and when it is done.")
-    if weakest == "non_overlap" and len(subgoals) >= 2:
-        a, b = max(itertools.combinations(subgoals, 2),
-                   key=lambda p: (_jaccard(str(p[0].get("title", "")),
-                                           str(p[1].get("title", ""))),
-                                  str(p[0].get("title", "")), str(p[1].get("title", ""))))
-        return (f"'{_fit(str(a.get('title', '')), 45)}' and '{_fit(str(b.get('title', '')), 45)}'"
-                " overlap: give each a separate scope.")
-    present = " ".join(str(s.get("title", "")) for s in subgoals).casefold()
-    missing = next((f[0] for f in GENERIC if f[0].casefold() not in present), GENERIC[0][0])
-    return (f"The split misses part of '{_fit(str(ctx.get('title', '')), 50)}': "
-            f"add a subgoal for {missing.lower()}.")
-
-
-_OUTCOMES = ["the cheapest option that fits the dates", "the option with the best reviews",
-             "the quickest option", "the option closest to the other stops"]
+_DAYS = ("3", "5", "8", "10", "12", "14")
 
 
 def _execute(ctx: Mapping[str, Any]) -> dict:
     title = _fit(str(ctx.get("title", "")) or "the task", 100)
-    h = _hash("execute", title)
-    options = 2 + h % 3
-    outcome = _OUTCOMES[(h >> 8) % len(_OUTCOMES)]
-    hours = 1 + (h >> 16) % 6
-    lines = [
-        f"Done: {title}.",
-        f"- Compared {options} options; chose {outcome}.",
-        f"- Time needed: about {hours} hour{'s' if hours > 1 else ''}.",
-        "- Next: confirm it and note the reference in the plan.",
-    ]
-    return {"result": "\n".join(lines)[: prompts.SCHEMA_RESULT_MAX]}
+    brief = ctx.get("brief") or {}
+    currency = str(brief.get("currency") or "EUR")
+    months = [m for m in ("January February March April May June July August September October "
+                          "November December").split() if m in str(brief.get("dates", ""))]
+    month = months[0] if months else ""
+    h = _hash("execute", title, ctx.get("previous") or "")
+    topic = topic_of(title, str(ctx.get("goal", "")))
+    actions = []
+    for i, (verb, what) in enumerate((("Reserve", "the first option"), ("Pay", "the deposit"),
+                                      ("Confirm", "the booking reference"))):
+        cost = f"{(h >> (4 * i)) % 400 + 20} {currency}" if i < 2 else ""
+        when = f"{_DAYS[(h >> (8 + 4 * i)) % len(_DAYS)]} {month}".strip() if month else ""
+        step = _fit(title.split(SEP)[0].strip().lower(), 50)
+        actions.append({"do": _fit(f"{verb} {what} for {step} in {topic} with the {topic.title()} Service Desk", 140),
+                        "cost": cost, "when": when})
+    return {"actions": actions}
+
+
+def _single_plan(ctx: Mapping[str, Any]) -> str:
+    """What one direct call of a model writes for a whole goal: sections and steps."""
+    goal = str(ctx.get("goal", "")) or "the goal"
+    topic = topic_of(goal)
+    lines = [f"Here is a plan for {goal}:", ""]
+    for i, (name, what, detail, _a) in enumerate(PHASE, 1):
+        lines.append(f"Section {i}: {name}")
+        for j, clause in enumerate(detail.split(", ")[:3], 1):
+            lines.append(f"{j}. {clause[:1].upper() + clause[1:]} for {topic}.")
+        lines.append("")
+    return "\n".join(lines).strip()
+
+
+def _brief(ctx: Mapping[str, Any]) -> dict:
+    goal = str(ctx.get("goal", ""))
+    about = str(ctx.get("about", ""))
+    text = f"{goal} {about}".casefold()
+    duration = ("14 days" if "two-week" in text or "two week" in text or "2-week" in text
+                else "7 days" if "week" in text else "2 days" if "weekend" in text else "4 weeks")
+    today = str(ctx.get("today") or "2027-01-01")
+    year, month = (int(today[:4]), int(today[5:7])) if len(today) >= 7 and today[:4].isdigit() else (2027, 1)
+    month = month % 12 + 2 if month <= 10 else month - 10
+    year += 1 if month <= 2 else 0
+    names = ("January February March April May June July August September October November "
+             "December").split()
+    said = [n for n in names if n.casefold() in text.split() or n.casefold() + "," in text.split()]
+    name = said[0] if said else names[month - 1]
+    proper = [w.strip(".,") for w in goal.split()[1:] if w[:1].isupper()]
+    return {"duration": duration, "dates": f"1 {name} {year} to 28 {name} {year}",
+            "budget": "3000 EUR in total", "currency": "EUR",
+            "place": _fit(" and ".join(proper) if proper else "at home", 110),
+            "people": "2 people", "constraints": "no more than the budget",
+            "done": _fit(f"{goal} is done as planned", 150)}
+
+
+def _review(ctx: Mapping[str, Any]) -> dict:
+    result = str(ctx.get("result", ""))
+    problems = []
+    for marker in ("I ", "We ", "[", "Done:"):
+        at = result.find(marker)
+        if at >= 0:
+            problems.append({"quote": _fit(result[at:at + 30], 78), "why": "not plan content"})
+            break
+    return {"problems": problems, "accept": not problems}
 
 
 def scripted_answer(req: LLMRequest) -> dict:
     """The deterministic answer to ``req`` (valid against ``req.schema``)."""
     ctx = req.context or {}
+    if req.free_text:
+        return {"text": _single_plan(ctx)}
+    if req.kind == "brief":
+        return _brief(ctx)
     if req.kind == "decompose":
         return _decompose(ctx)
-    if req.kind == "score":
-        return _score(ctx)
+    if req.kind == "rank":
+        return _rank(ctx)
+    if req.kind == "review":
+        return _review(ctx)
     if req.kind == "execute":
         return _execute(ctx)
     if req.kind == "atomic":
@@ -399,7 +452,7 @@ class ScriptedLLM(LLM):
             await trio.sleep(self.latency)
         else:
             await trio.lowlevel.checkpoint()
-        value = validate(scripted_answer(req), req.schema)
+        value = scripted_answer(req) if req.free_text else validate(scripted_answer(req), req.schema)
         # a deterministic estimate: the same request always costs the same
         return Answer(value, estimate_tokens(req.system + "\n" + req.prompt),
                       estimate_tokens(json.dumps(value, separators=(",", ":"))))

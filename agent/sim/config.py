@@ -98,12 +98,15 @@ class SimConfig:
     max_children: int = 3
     max_rounds: int = 2
     max_lease_ms: int = 120_000
+    brief: bool = True  # the goal settles a brief first
+    max_attempts: int = 2  # results before the last attempt are reviewed
     faults: Faults = field(default_factory=Faults)
     timing: Timing = field(default_factory=sim_timing)
     # LLM latency (ms), per call: realistic for small local models on a CPU
     llm_ms: dict[str, tuple[int, int]] = field(default_factory=lambda: {
-        "decompose": (5_000, 40_000), "score": (2_000, 15_000), "atomic": (1_000, 5_000),
-        "execute": (5_000, 30_000), "synthesize": (5_000, 30_000)})
+        "brief": (3_000, 15_000), "decompose": (5_000, 40_000), "rank": (3_000, 20_000),
+        "atomic": (1_000, 5_000), "execute": (5_000, 30_000), "review": (2_000, 10_000),
+        "synthesize": (5_000, 30_000)})
     fault_phase_ms: int = 240_000  # faults are injected in [0, this); then the swarm heals
     limit_ms: int = 2 * 60 * 60 * 1000  # give up (a liveness failure) after this much virtual time
     sync_interval_ms: int = 10_000  # anti-entropy pull from a random reachable peer

@@ -175,7 +175,8 @@ class Simulation:
             raise ValueError(f"{f.byzantine} Byzantine electors exceed the bound for quorum {quorum} of {n}")
         self.params = PlanParams(electorate=tuple(electorate), quorum=quorum, max_depth=cfg.max_depth,
                                  max_children=cfg.max_children, max_rounds=cfg.max_rounds,
-                                 max_lease_ms=cfg.max_lease_ms)
+                                 max_lease_ms=cfg.max_lease_ms, brief=cfg.brief,
+                                 max_attempts=cfg.max_attempts if cfg.max_attempts > 1 else 0)
 
     def _behaviour(self, a: SimAgent) -> Behaviour | None:
         seed = self.rng.randrange(2**31)
@@ -603,7 +604,7 @@ class Simulation:
             elif isinstance(eff, Ask):
                 task = getattr(a.behaviour, "task", None)
                 if task is not None and getattr(task, "claim", None) is not None:
-                    self.stats.executions.setdefault(task.node, set()).add(task.claim)
+                    self.stats.executions.setdefault(getattr(task, "key", task.node), set()).add(task.claim)
                 kind = eff.request.kind
                 a.asks[eff.ticket] = kind
                 self.stats.llm_calls[kind] = self.stats.llm_calls.get(kind, 0) + 1

@@ -292,6 +292,8 @@ def minimal_instance(schema: dict, counter: Iterable[int] | None = None) -> Any:
     counter = iter(counter)
     if "enum" in schema:
         return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
     typ = schema.get("type")
     if isinstance(typ, list):
         typ = typ[0]

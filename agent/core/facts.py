@@ -1,0 +1,330 @@
+"""What a plan's text states, and where it contradicts its brief, its siblings or itself.
+
+Pure functions over text: amounts and their currency, months and years, the countries places
+belong to (agent.core.places), stories of having done the work ("I decided to upload ..."),
+and how concrete a text is. The executor checks its own result with them before publishing,
+electors review results with them, syntheses are checked for using every child, and the
+quality benchmark (agent.eval) scores whole plans with the same code.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+from agent.core import text as tx
+
+MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
+          "september", "october", "november", "december")
+_MONTH_RE = re.compile(
+    r"\b(Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
+    r"Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\b\.?(?:\s+(\d{1,2})(?:st|nd|rd|th)?)?"
+    r"(?:,?\s+(\d{4}))?")
+_DAY_MONTH_RE = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\b")
+_ISO_DATE_RE = re.compile(r"\b(20\d\d)-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])\b")
+
+# Currency marks: a symbol or word -> the ISO codes it can mean.
+_SYMBOLS = {"$": ("USD", "CAD", "AUD", "NZD", "SGD", "HKD", "MXN"), "€": ("EUR",), "£": ("GBP",),
+            "¥": ("JPY", "CNY"), "₹": ("INR",), "₩": ("KRW",), "₽": ("RUB",), "฿": ("THB",),
+            "₺": ("TRY",), "₫": ("VND",), "₱": ("PHP",), "R$": ("BRL",), "CHF": ("CHF",)}
+_WORDS = {"dollar": ("USD", "CAD", "AUD", "NZD", "SGD", "HKD"), "euro": ("EUR",), "yen": ("JPY",),
+          "pound": ("GBP",), "sterling": ("GBP",), "yuan": ("CNY",), "rupee": ("INR",),
+          "won": ("KRW",), "baht": ("THB",), "franc": ("CHF",), "peso": ("MXN",)}
+_CODES = ("USD EUR JPY GBP CNY INR KRW CHF CAD AUD NZD SGD HKD MXN BRL THB TRY SEK NOK DKK PLN "
+          "CZK HUF RUB VND PHP IDR MYR ZAR AED").split()
+_NUM = r"\d{1,3}(?:[,.\s]\d{3})+(?:[.,]\d+)?|\d+(?:[.,]\d+)?"
+_MONEY_RE = re.compile(
+    rf"(?P<sym>R\$|[$€£¥₹₩₽฿₺₫₱])\s?(?P<a1>{_NUM})(?:\s?(?P<k1>[kK]|million|thousand))?"
+    rf"|(?P<a2>{_NUM})\s?(?P<k2>[kK]|million|thousand)?\s?(?P<code>{'|'.join(_CODES)})\b"
+    rf"|(?P<a3>{_NUM})\s?(?P<k3>million|thousand)?\s?(?P<word>dollars?|euros?|yen|pounds?|sterling|yuan|rupees?|baht|francs?|pesos?)\b"
+    rf"|\b(?P<code2>{'|'.join(_CODES)})\s?(?P<a4>{_NUM})")
+
+_PAST = (r"(?:decided|visited|booked|researched|created|found|chose|selected|planned|went|bought|"
+         r"made|started|identified|completed|designed|developed|uploaded|assessed|compared|reserved|"
+         r"scheduled|arrived|spent|enjoyed|saw|took|used|hired|contacted|called|wrote|began|had|"
+         r"got|did|explored|tried|ate|stayed|flew|met|learned|installed|tested|published|launched|"
+         r"checked|secured|finished|prepared|packed|picked|set|opened|signed|paid|received)")
+_DIARY = [
+    re.compile(rf"\b(?:I|[Ww]e)\s+(?:\w+ly\s+)?(?:have\s+|had\s+|then\s+|also\s+|first\s+)?{_PAST}\b"),
+    re.compile(r"\b(?:was|were|has been|have been)\s+(?:\w+ly\s+)?\w+ed\s+(?:and\s+\w+ed\s+)?by\s+"
+               r"(?:me|us|myself|a team|our|my)\b"),
+    re.compile(r"\b(?:I|[Ww]e)\s+(?:will|shall|'ll|am going to|are going to)\s+\w+"),
+    re.compile(r"\b(?:[Mm]y|[Oo]ur)\s+(?:trip|journey|team|family|visit|stay|kitchen|library|project|"
+               r"wedding|company|plan)\b"),
+]
+
+
+@dataclass(frozen=True)
+class BriefFacts:
+    """What a brief pins, parsed (None or empty: the brief does not say)."""
+
+    currency: str | None = None
+    currencies_ok: frozenset[str] = frozenset()  # the brief's and the places' local currencies
+    months: frozenset[int] = frozenset()  # months (1-12) the dates span
+    years: frozenset[int] = frozenset()
+    countries: frozenset[str] = frozenset()  # where the goal happens (and comes from)
+    budget: float | None = None
+
+    @property
+    def dated(self) -> bool:
+        return bool(self.months)
+
+
+def months_in(text: str) -> list[tuple[int | None, int]]:
+    """(year or None, month) of each date-like mention. "May" counts only beside a day or a
+    year (it is a verb too)."""
+    out: list[tuple[int | None, int]] = []
+    for m in _MONTH_RE.finditer(text):
+        name, day, year = m.group(1), m.group(2), m.group(3)
+        if name == "May" and not (day or year):
+            continue
+        if name in ("Mar", "Jun", "Jul", "Sep", "Oct", "Dec", "Jan", "Feb", "Apr", "Aug", "Nov", "Sept") \
+                and not (day or year):
+            continue  # bare abbreviations are too often other words
+        month = _month_number(name)
+        out.append((int(year) if year else None, month))
+    for m in _DAY_MONTH_RE.finditer(text):
+        out.append((None, _month_number(m.group(2))))
+    for m in _ISO_DATE_RE.finditer(text):
+        out.append((int(m.group(1)), int(m.group(2))))
+    return out
+
+
+def _month_number(name: str) -> int:
+    key = name.lower()[:3]
+    return next(i for i, m in enumerate(MONTHS, 1) if m.startswith(key))
+
+
+def _amount(raw: str, scale: str | None) -> float:
+    s = raw.replace(" ", "")
+    if re.fullmatch(r"\d{1,3}(?:[,.]\d{3})+", s):
+        s = re.sub(r"[,.]", "", s)
+    else:
+        s = s.replace(",", "")
+    try:
+        value = float(s)
+    except ValueError:
+        return 0.0
+    mult = {"k": 1e3, "K": 1e3, "thousand": 1e3, "million": 1e6}.get(scale or "", 1.0)
+    return value * mult
+
+
+def money_in(text: str) -> list[tuple[float, tuple[str, ...]]]:
+    """Each amount of money mentioned: (amount, the currency codes its mark can mean)."""
+    out = []
+    for m in _MONEY_RE.finditer(text):
+        g = m.groupdict()
+        if g["sym"]:
+            out.append((_amount(g["a1"], g["k1"]), _SYMBOLS[g["sym"]]))
+        elif g["code"]:
+            out.append((_amount(g["a2"], g["k2"]), (g["code"],)))
+        elif g["word"]:
+            word = g["word"].lower().rstrip("s") if g["word"].lower() != "yen" else "yen"
+            out.append((_amount(g["a3"], g["k3"]), _WORDS.get(word, ())))
+        elif g["code2"]:
+            out.append((_amount(g["a4"], None), (g["code2"],)))
+    return out
+
+
+def brief_facts(brief: Mapping[str, str] | None, goal: str = "") -> BriefFacts:
+    from agent.core.places import gazetteer
+
+    b = dict(brief or {})
+    where = " ".join([goal, b.get("place", "")])
+    gz = gazetteer()
+    countries = frozenset(gz.countries_in(where))
+    currency = (b.get("currency") or "").strip().upper() or None
+    spent = money_in(" ".join([b.get("budget", ""), goal]))
+    if currency is None and spent and len(spent[0][1]) == 1:
+        currency = spent[0][1][0]
+    ok = {currency} if currency else set()
+    if ok:  # amounts in the places' own money are fine too (yen for a ryokan on a euro budget)
+        ok |= {gz.currencies[c] for c in countries if gz.currencies.get(c)}
+    dates = months_in(" ".join([b.get("dates", ""), b.get("duration", "")]))
+    months = _month_span([m for _y, m in dates])
+    years = frozenset(y for y, _m in dates if y)
+    budget = max((a for a, _c in spent), default=None) if spent else None
+    return BriefFacts(currency, frozenset(ok), months, years, countries, budget)
+
+
+def _month_span(months: Sequence[int]) -> frozenset[int]:
+    """Every month from the first to the last mentioned (a trip 28 March - 10 April spans both,
+    and a span that wraps the year end is read forward)."""
+    if not months:
+        return frozenset()
+    first, last = months[0], months[-1]
+    span = {first}
+    m = first
+    while m != last and len(span) < 12:
+        m = m % 12 + 1
+        span.add(m)
+    return frozenset(span | set(months))
+
+
+def duration_days(text: str) -> int | None:
+    """The length a text states ("two-week" -> 14, "3 months" -> 90), if any."""
+    m = re.search(r"\b(\d+|a|one|two|three|four|five|six|seven|eight|nine|ten|twelve)[- ]"
+                  r"(day|week|month|year|fortnight)s?\b", text, re.IGNORECASE)
+    if m is None:
+        return None
+    words = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+             "eight": 8, "nine": 9, "ten": 10, "twelve": 12}
+    n = words.get(m.group(1).lower()) or int(m.group(1))
+    return n * {"day": 1, "week": 7, "fortnight": 14, "month": 30, "year": 365}[m.group(2).lower()]
+
+
+def brief_problems(brief: Mapping[str, str], goal: str, today: str = "") -> list[str]:
+    """Where a proposed brief contradicts its own goal or the calendar: another length than
+    the goal states, another currency than the goal's amounts, dates before the goal was set."""
+    problems = []
+    said = duration_days(goal)
+    mine = duration_days(brief.get("duration", ""))
+    if said and mine and not (0.7 * said <= mine <= 1.3 * said):
+        problems.append(f"duration '{brief.get('duration')}' is not the goal's {said} days")
+    goal_money = money_in(goal)
+    code = (brief.get("currency") or "").upper()
+    if goal_money and code and goal_money[0][1] and code not in goal_money[0][1]:
+        problems.append(f"currency {code} is not the goal's {goal_money[0][1][0]}")
+    spent = money_in(brief.get("budget", ""))
+    if code and spent and spent[0][1] and code not in spent[0][1]:
+        problems.append(f"the budget is not in {code}")
+    said_months = {m for _y, m in months_in(goal)}
+    mine_months = _month_span([m for _y, m in months_in(brief.get("dates", ""))])
+    if said_months and mine_months and not said_months & mine_months:
+        problems.append(f"dates '{brief.get('dates')}' are not in the goal's "
+                        + "/".join(MONTHS[m - 1].capitalize() for m in sorted(said_months)))
+    if today[:4].isdigit():
+        year = int(today[:4])
+        years = [y for y, _m in months_in(brief.get("dates", "")) if y]
+        if years and min(years) < year:
+            problems.append(f"dates in {min(years)}, before today ({today})")
+    return problems
+
+
+def diary_phrase(text: str) -> str | None:
+    """The phrase that tells a story of having done the work (or of oneself doing it), if any."""
+    for pattern in _DIARY:
+        m = pattern.search(text)
+        if m:
+            return m.group(0)
+    return None
+
+
+def concrete_marks(text: str) -> int:
+    """Names (capitalised words not opening a sentence), numbers and amounts in ``text``."""
+    names = 0
+    for m in re.finditer(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-zA-Z]{2,}", text):
+        names += 1
+    numbers = len(re.findall(r"\d+", text))
+    return names + numbers
+
+
+def foreign_places(text: str, facts: BriefFacts) -> list[str]:
+    """Places named in ``text`` that lie outside the goal's countries (when it has any)."""
+    if not facts.countries:
+        return []
+    from agent.core.places import candidate_names, gazetteer
+
+    gz = gazetteer()
+    out = []
+    for name, country in gz.landmarks_in(text):
+        if country not in facts.countries:
+            out.append(f"{name.title()} ({gz.country_names.get(country, country)})")
+    for name in candidate_names(text):
+        hits = gz.lookup(name)
+        if not hits or any(p.country in facts.countries for p in hits):
+            continue
+        top = hits[0]
+        if top.kind == "country" or top.population >= 500_000:
+            label = f"{top.name} ({gz.country_names.get(top.country, top.country)})"
+            if label not in out:
+                out.append(label)
+    return out
+
+
+def wrong_currency(text: str, facts: BriefFacts) -> list[str]:
+    if not facts.currencies_ok:
+        return []
+    out = []
+    for _amount, codes in money_in(text):
+        if codes and not set(codes) & facts.currencies_ok:
+            label = codes[0] if len(codes) == 1 else "/".join(codes[:2])
+            if label not in out:
+                out.append(label)
+    return out
+
+
+def off_dates(text: str, facts: BriefFacts) -> list[str]:
+    if not facts.dated:
+        return []
+    out = []
+    for year, month in months_in(text):
+        bad_month = month not in facts.months
+        bad_year = year is not None and facts.years and year not in facts.years \
+            and abs(year - min(facts.years)) <= 3
+        if bad_month or bad_year:
+            label = MONTHS[month - 1].capitalize() + (f" {year}" if year else "")
+            if label not in out:
+                out.append(label)
+    return out
+
+
+def result_problems(text: str, facts: BriefFacts, *, siblings: Iterable[tuple[str, str]] = (),
+                    min_marks: int = 2) -> list[str]:
+    """Why a step's result is not plan content consistent with its brief and its siblings
+    (empty: none found). Each problem names what it found, so it can go back as feedback."""
+    problems = []
+    d = diary_phrase(text)
+    if d:
+        problems.append(f"written as a story of doing it (\"{d}\"): write what to do, not what was done")
+    cur = wrong_currency(text, facts)
+    if cur:
+        problems.append(f"amounts in {', '.join(cur)}; the brief's currency is {facts.currency or '/'.join(sorted(facts.currencies_ok))}")
+    dates = off_dates(text, facts)
+    if dates:
+        problems.append(f"dates in {', '.join(dates[:3])}, outside the brief's dates")
+    places = foreign_places(text, facts)
+    if places:
+        problems.append(f"names places outside the goal: {', '.join(places[:3])}")
+    if concrete_marks(text) < min_marks:
+        problems.append("no concrete names, amounts or dates")
+    for title, other in siblings:
+        if other and tx.jaccard(tx.content_stems(text), tx.content_stems(other)) > 0.6:
+            problems.append(f"repeats the step '{title[:50]}'")
+            break
+    if "..." in text or "…" in text:
+        problems.append("contains cut-off fragments ('...')")
+    return problems
+
+
+def synthesis_problems(text: str, children: Sequence[tuple[str, str]], facts: BriefFacts) -> list[str]:
+    """Why a synthesis does not stand for all its children: it leaves some out, copies one,
+    carries cut fragments, or contradicts the brief."""
+    problems = []
+    if "..." in text or "…" in text:
+        problems.append("contains cut-off fragments ('...')")
+    stems = tx.content_stems(text)
+    missed = [t for t, r in children if not _mentions(stems, t, r)]
+    if missed and len(missed) * 4 > len(children):
+        problems.append("leaves out " + "; ".join(f"'{t[:40]}'" for t in missed[:3]))
+    for t, r in children:
+        if r and tx.jaccard(stems, tx.content_stems(r)) > 0.7 and len(children) > 1:
+            problems.append(f"copies the part '{t[:40]}' instead of combining all parts")
+            break
+    cur = wrong_currency(text, facts)
+    if cur:
+        problems.append(f"amounts in {', '.join(cur)}; the brief's currency is {facts.currency}")
+    dates = off_dates(text, facts)
+    if dates:
+        problems.append(f"dates in {', '.join(dates[:3])}, outside the brief's dates")
+    return problems
+
+
+def _mentions(stems: frozenset[str], title: str, result: str) -> bool:
+    """Whether a text (its stems) takes up a child: a word of the child's title, or two of
+    its result's."""
+    own = tx.content_stems(title)
+    if own & stems:
+        return True
+    return len(tx.content_stems(result) & stems) >= 2

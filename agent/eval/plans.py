@@ -1,0 +1,145 @@
+"""One shape for a plan, whoever wrote it: the swarm's tree or one direct call's text.
+
+``PlanDoc`` holds what a reader gets: the goal, the working assumptions (if any), the summary
+(the plan's answer) and the steps in order, each with its text. The metrics
+(agent.eval.metrics) and the blind side-by-side reading work on this shape only, so both
+plans are measured and shown the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+@dataclass
+class Step:
+    title: str
+    text: str
+    depth: int = 1  # 1: a top-level section
+    section: str = ""  # the top-level section it belongs to
+
+
+@dataclass
+class PlanDoc:
+    goal: str
+    steps: list[Step]
+    summary: str = ""
+    brief: dict[str, str] = field(default_factory=dict)
+    sections: list[Step] = field(default_factory=list)  # the top-level parts, in order
+
+    def text(self) -> str:
+        parts = [self.summary, *(f"{s.title}\n{s.text}" for s in self.steps)]
+        parts += [s.text for s in self.sections if s.text and all(s.text != t.text for t in self.steps)]
+        return "\n".join(p for p in parts if p)
+
+
+def _result(node: Mapping[str, Any]) -> str:
+    r = node.get("result")
+    if isinstance(r, Mapping):
+        r = r.get("output")
+    return str(r or node.get("answer") or "").strip()
+
+
+def from_tree_json(root: Mapping[str, Any]) -> PlanDoc:
+    """The swarm's plan: the root's answer as the summary, its leaves in order as the steps
+    (a split section's own answer kept as the section's text)."""
+    steps: list[Step] = []
+    sections: list[Step] = []
+
+    def walk(n: Mapping[str, Any], depth: int, section: str) -> None:
+        kids = n.get("children") or ()
+        if not kids:
+            steps.append(Step(str(n.get("title", "")), _result(n), depth, section))
+            return
+        for c in kids:
+            walk(c, depth + 1, section)
+
+    for c in root.get("children") or ():
+        sections.append(Step(str(c.get("title", "")), _result(c), 1, str(c.get("title", ""))))
+        walk(c, 1, str(c.get("title", "")))
+    summary = _result(root) if root.get("children") else ""
+    return PlanDoc(str(root.get("title", "")), steps, summary, dict(root.get("brief") or {}), sections)
+
+
+_HEADING = re.compile(r"^\s*(?:#{1,6}\s+|\*\*)?\s*(?:(?:section|part|phase|stage|week|day)s?\s*[\w-]*\s*[:.)-]\s*)?(.+?)\**\s*:?\s*$",
+                      re.IGNORECASE)
+_NUMBERED = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+(.*)$")
+_SECTION_LINE = re.compile(r"^\s*(?:#{1,6}\s+.+|\*\*[^*]+\*\*:?|(?:section|part|phase|stage|step|week|day)\s*\d+[^a-z]*[:.)-].*|[A-Z][^.!?]{2,60}:)\s*$",
+                           re.IGNORECASE)
+
+
+def from_text(goal: str, text: str) -> PlanDoc:
+    """A plan written as free text (one direct call): headings and "Section N:" lines are the
+    sections, numbered or bulleted items under them the steps (a section without items is one
+    step); text before the first section is the summary."""
+    lines = [ln.rstrip() for ln in str(text).splitlines()]
+    steps: list[Step] = []
+    sections: list[Step] = []
+    summary: list[str] = []
+    section: Step | None = None
+    current: Step | None = None
+    for ln in lines:
+        if not ln.strip():
+            continue
+        item = _NUMBERED.match(ln)
+        if _SECTION_LINE.match(ln) and not (item and section is not None and not ln.lstrip().startswith(("#", "**"))):
+            title = _HEADING.match(ln).group(1) if _HEADING.match(ln) else ln.strip()
+            title = title.strip(" *#:")
+            section = Step(title, "", 1, title)
+            sections.append(section)
+            current = None
+            continue
+        if item:
+            body = item.group(1).strip()
+            head, sep, rest = body.partition(":")
+            title = head.strip(" *") if sep and len(head) <= 80 else body[:80]
+            current = Step(title, body.replace("**", ""), 2 if section else 1, section.title if section else "")
+            steps.append(current)
+            continue
+        if current is not None:
+            current.text += " " + ln.strip()
+        elif section is not None:
+            section.text = (section.text + " " + ln.strip()).strip()
+        else:
+            summary.append(ln.strip())
+    empty = [s for s in sections if not s.text and not any(st.section == s.title for st in steps)]
+    for s in empty:  # a lead-in line ("Here is a plan for ...:") is not a section
+        sections.remove(s)
+        summary.insert(0, s.title)
+    for s in sections:  # a section with no items of its own is one step
+        if not any(st.section == s.title for st in steps):
+            steps.append(Step(s.title, s.text, 1, s.title))
+    order = {id(s): i for i, s in enumerate(sections)}
+    if sections:
+        steps.sort(key=lambda st: next((order[id(s)] for s in sections if s.title == st.section), -1))
+    return PlanDoc(goal, steps, " ".join(summary), {}, sections)
+
+
+def markdown(doc: PlanDoc, *, with_brief: bool = True) -> str:
+    """The plan in the one shape both planners are read in: title, overview (assumptions and
+    summary), then the sections and their steps in order."""
+    out = [f"# {doc.goal}", ""]
+    if with_brief and doc.brief:
+        out += ["## Assumptions", ""]
+        out += [f"- {k}: {v}" for k, v in doc.brief.items() if v] + [""]
+    if doc.summary:
+        out += ["## Overview", "", doc.summary, ""]
+    by_section: dict[str, list[Step]] = {}
+    for s in doc.steps:
+        by_section.setdefault(s.section, []).append(s)
+    n = 0
+    for sec in (doc.sections or [Step("", "")]):
+        items = by_section.get(sec.title, []) if doc.sections else doc.steps
+        if sec.title:
+            n += 1
+            out += [f"## {n}. {sec.title}", ""]
+            if sec.text and not (len(items) == 1 and items[0].text == sec.text):
+                out += [sec.text, ""]
+        for i, st in enumerate(items, 1):
+            if len(items) == 1 and st.title == sec.title:
+                out += [st.text, ""]
+                continue
+            out += [f"### {n}.{i} {st.title}" if sec.title else f"### {i}. {st.title}", "", st.text, ""]
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,150 @@
+"""The shapes of LLM answers as pydantic models: one source for the JSON schema a backend
+constrains its output with, for validation, and for the error messages.
+
+Written for constrained decoding by small models: every list has a maximum, every string a
+maximum length (the grammar itself then ends the answer; without maxItems a small model repeats
+items until max_tokens cuts the JSON off). ``schema_of`` inlines the model's references so the
+schema is one self-contained object, as llama.cpp's and Ollama's grammars want it.
+"""
+
+from functools import lru_cache
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from agent.llm.base import LLMBadOutput
+
+
+class Answer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def Text(n: int, low: int = 0) -> Any:  # noqa: N802 - reads as a type
+    return Annotated[str, Field(min_length=low, max_length=n)]
+
+
+# ---------------------------------------------------------------------------------- brief
+class BriefAnswer(Answer):
+    duration: Text(60)
+    dates: Text(80)
+    budget: Text(80)
+    # the grammar asks for an ISO code; parsing takes any case (servers without grammars)
+    currency: Annotated[str, Field(min_length=3, max_length=3, json_schema_extra={"pattern": "^[A-Z]{3}$"})]
+    place: Text(120)
+    people: Text(80)
+    constraints: Text(160)
+    done: Text(160)
+
+
+# ---------------------------------------------------------------------------------- splits
+class StepAnswer(Answer):
+    title: Text(70, 3)
+    description: Text(180)
+    after: Annotated[list[Annotated[int, Field(ge=1, le=12)]], Field(max_length=3)]
+
+
+@lru_cache(maxsize=16)
+def split_model(max_children: int) -> type[Answer]:
+    low = min(3, max_children)
+    return create_model(
+        f"Split{max_children}", __base__=Answer,
+        steps=(Annotated[list[StepAnswer], Field(min_length=low, max_length=max_children)], ...),
+    )
+
+
+# ---------------------------------------------------------------------------------- judging
+class RankedPlan(Answer):
+    plan: str
+    missing: Text(120)
+    chores: Annotated[int, Field(ge=0, le=12)]
+
+
+@lru_cache(maxsize=16)
+def rank_model(labels: tuple[str, ...]) -> type[Answer]:
+    label = Literal[labels]  # type: ignore[valid-type]
+    item = create_model(f"Ranked{len(labels)}", __base__=Answer, plan=(label, ...),
+                        missing=(Text(120), ...), chores=(Annotated[int, Field(ge=0, le=12)], ...))
+    return create_model(
+        f"Rank{len(labels)}", __base__=Answer,
+        plans=(Annotated[list[item], Field(min_length=len(labels), max_length=len(labels))], ...),
+        best=(label, ...),
+    )
+
+
+class AtomicAnswer(Answer):
+    steps: Annotated[int, Field(ge=1, le=12)]
+    one_sitting: bool
+
+
+# ---------------------------------------------------------------------------------- results
+class Action(Answer):
+    do: Text(150, 8)
+    cost: Text(40)
+    when: Text(40)
+
+
+class ExecuteAnswer(Answer):
+    actions: Annotated[list[Action], Field(min_length=3, max_length=5)]
+
+
+class Problem(Answer):
+    quote: Text(80)
+    why: Text(100)
+
+
+class ReviewAnswer(Answer):
+    problems: Annotated[list[Problem], Field(max_length=3)]
+    accept: bool
+
+
+@lru_cache(maxsize=16)
+def synthesis_model(parts: int) -> type[Answer]:
+    return create_model(
+        f"Synthesis{parts}", __base__=Answer,
+        summary=(Text(600, 20), ...),
+        steps=(Annotated[list[Text(220, 3)], Field(min_length=parts, max_length=parts)], ...),
+    )
+
+
+# ---------------------------------------------------------------------------------- helpers
+@lru_cache(maxsize=64)
+def _schema(model: type[Answer]) -> dict:
+    return _inline(model.model_json_schema())
+
+
+def schema_of(model: type[Answer]) -> dict:
+    """The model's JSON schema, references inlined, titles dropped (a fresh copy)."""
+    import copy
+
+    return copy.deepcopy(_schema(model))
+
+
+def _inline(schema: dict) -> dict:
+    defs = schema.get("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return walk(defs[node["$ref"].split("/")[-1]])
+            out = {}
+            for k, v in node.items():
+                if k == "properties":  # names of fields, which may be "title" too
+                    out[k] = {name: walk(sub) for name, sub in v.items()}
+                elif k not in ("title", "$defs"):
+                    out[k] = walk(v)
+            return out
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return walk(schema)
+
+
+def parse_as(model: type[Answer], value: Any, what: str) -> Any:
+    """``value`` validated as ``model``, or ``LLMBadOutput`` naming the first problem."""
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "answer"
+        raise LLMBadOutput(f"{what}: {where}: {first['msg']}") from None
