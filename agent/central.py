@@ -91,7 +91,7 @@ def wall_ms() -> float:
 class Central:
     def __init__(self, llm: LLM, *, decomposers: int = 3, scorers: int = 3, executors: int = 2,
                  max_depth: int = 2, max_children: int = 4, max_rounds: int = 2,
-                 brief: bool = True, max_attempts: int = 2,
+                 brief: bool = True, max_attempts: int = 2, token_budget: int = 0,
                  timing: Timing | None = None, tag: str = "bench", seed: int = 0) -> None:
         self.llm = llm
         self.timing = timing or central_timing()
@@ -113,7 +113,8 @@ class Central:
         electorate = tuple(sorted(a.identity.peer_id for a in self.agents if a.role == "scorer"))
         self.params = PlanParams(electorate=electorate, quorum=len(electorate) // 2 + 1,
                                  max_depth=max_depth, max_children=max_children, max_rounds=max_rounds,
-                                 brief=brief, max_attempts=max_attempts if max_attempts > 1 else 0)
+                                 brief=brief, max_attempts=max_attempts if max_attempts > 1 else 0,
+                                 token_budget=token_budget)
         self.calls: list[CallRecord] = []
         self._live: dict[tuple[int, int], tuple[trio.CancelScope, CallRecord]] = {}
         self._wake: dict[int, float] = {}

@@ -66,6 +66,7 @@ def simulate(
     max_depth: int = typer.Option(2, min=0, max=4),
     max_children: int = typer.Option(3, min=2, max=8),
     max_rounds: int = typer.Option(2, min=1, max=6),
+    token_budget: int = typer.Option(0, min=0, help="the goal's token budget (0: none)"),
     trace: bool = typer.Option(False, help="one run: print the behaviours' log lines"),
 ) -> None:
     """Run the real behaviours in virtual time under injected faults; check the invariants."""
@@ -81,7 +82,7 @@ def simulate(
         raise typer.Exit(2)
     base = SimConfig(seed=seed, goal=goal, decomposers=decomposers, scorers=scorers, executors=executors,
                      max_depth=max_depth, max_children=max_children, max_rounds=max_rounds,
-                     faults=fault_cfg, trace=trace)
+                     token_budget=token_budget, faults=fault_cfg, trace=trace)
     if seeds is not None:
         from agent.sim.sweep import parse_seeds, summarize, sweep
 

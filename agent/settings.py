@@ -156,6 +156,8 @@ class Settings(BaseSettings):
     max_children: int = Field(5, ge=2, le=12)
     max_rounds: int = Field(2, ge=1, le=10)
     brief: bool = Field(True, description="settle a goal's working assumptions (a brief) before its tree grows")
+    token_budget: int = Field(0, ge=0, le=1_000_000_000,
+                              description="tokens a new goal may spend in all (prompt + completion); 0: no limit")
     max_attempts: int = Field(2, ge=1, le=9,
                               description="attempts a task gets: results before the last are reviewed by the electorate")
     max_lease_seconds: float = Field(300.0, ge=1, le=3600,

@@ -26,10 +26,12 @@ def test_central_baseline_finishes_the_plan_with_every_call_useful():
     res = _central()
     assert res.tree.is_done(res.goal_id)
     calls = llm_calls(res.events, res.calls, res.names)
-    assert set(calls) == {"decompose", "score", "atomic", "execute", "synthesize"}
+    assert set(calls) == {"brief", "decompose", "rank", "atomic", "execute", "review", "synthesize"}
     assert all(row["wasted"] == 0 for row in calls.values()), calls  # (a scorer left behind is cancelled)
     tasks = sum(1 for n in res.tree.walk() if n.task is not None)
-    assert calls["execute"]["useful"] + calls["synthesize"]["useful"] == tasks
+    # every task executed once (a result sent back by its review is executed again)
+    attempts = sum(n.attempt for n in res.tree.walk() if n.task is not None)
+    assert calls["execute"]["useful"] + calls["synthesize"]["useful"] == attempts >= tasks
     # the electorate is the bench keys' (the swarm's processes get the same ones)
     scorers = {bench_identity(f"scorer-{i}").peer_id for i in (1, 2, 3)}
     assert set(res.tree.roots[0].params.electorate) == scorers
@@ -40,7 +42,7 @@ def test_critical_path_runs_from_the_goal_to_the_root_result_without_gaps():
     cp = CriticalPath(res.events, res.calls, [], res.names)
     segs = cp.walk(res.goal_id)
     goal = next(e for e in res.events if e.type == "goal")
-    root_result = cp.plan.leases(res.goal_id).counted
+    root_result = cp.done_event(res.goal_id)  # the root's result, or the decision accepting it
     assert segs and abs(segs[0].start - goal.hlc.wall) <= 2
     assert abs(segs[-1].end - root_result.hlc.wall) <= 2
     for a, b in zip(segs, segs[1:]):
@@ -71,14 +73,14 @@ async def test_a_cancel_stops_the_request_in_the_ollama_backend():
     """What the driver does with a Cancel effect (cancel the call's scope) reaches the server:
     the request leaves its slot while generating (the fake server sees the client go)."""
     from agent.llm.ollama_backend import OllamaLLM
-    from agent.llm.prompts import score_request
+    from agent.llm.prompts import Frame, rank_request
     from support.fake_ollama import FakeOllama, QueueModel
 
     q = QueueModel(parallel=1, token_seconds=0.05, tokens=200)  # 10 s per answer
     with FakeOllama(models=["m"], queue=q) as fake:
         llm = OllamaLLM(fake.url, "m", timeout=60, retries=0)
-        req = score_request(goal="g", title="t", description="", strategy="s",
-                            subgoals=[{"title": "a", "description": "b", "atomic": True}], scorer="x", seed=1)
+        req = rank_request(Frame("g"), path=[], title="t", description="",
+                           splits=[[{"title": "a", "description": "b"}]], scorer="x", seed=1)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(llm.generate, req)
             await trio.to_thread.run_sync(q.wait_for, lambda s: s["active"] == 1)

@@ -19,7 +19,7 @@ import pytest
 
 from agent.llm.base import LLMUnavailable
 from agent.llm.ollama_backend import OllamaLLM
-from agent.llm.prompts import decompose_request
+from agent.llm.prompts import Frame, decompose_request
 from support.fake_ollama import SERVER_BUSY, Call, FakeOllama, QueueModel, parse_keep_alive, percentile
 
 MODEL = "llama3.2:1b"
@@ -217,7 +217,7 @@ def test_keep_alive_and_percentile_parsing():
 
 # ---------------------------------------------------------------- the agents' backend behind it
 def decompose():
-    return decompose_request(goal="Plan a trip", path=["Plan a trip"], title="Plan a trip",
+    return decompose_request(Frame("Plan a trip"), path=["Plan a trip"], title="Plan a trip",
                              description="", strategy="by place", max_children=4, seed=1)
 
 

@@ -35,6 +35,18 @@ class Behaviour:
         self._started_ms: int | None = None
         self.ready = False  # past the startup sync barrier
         self.net = NetView()  # set by the driver before each call: what it measured of the network
+        # tokens my LLM spent on a node that no event of mine reported yet (an unusable answer,
+        # a judgment that publishes nothing): the next event I publish about it carries them
+        self.unpaid: dict[str, tuple[int, int]] = {}
+
+    def owe(self, key: str, answer: Any) -> None:
+        p, c = getattr(answer, "prompt_tokens", 0), getattr(answer, "completion_tokens", 0)
+        if p or c:
+            op, oc = self.unpaid.get(key, (0, 0))
+            self.unpaid[key] = (op + p, oc + c)
+
+    def pay(self, key: str) -> tuple[int, int]:
+        return self.unpaid.pop(key, (0, 0))
 
     def ticket(self) -> int:
         self._tickets += 1

@@ -49,8 +49,14 @@ class Decomposer(Behaviour):
         self.held: dict[str, tuple[_Job, Any]] = {}  # child -> its job and answer, until decided
 
     # ------------------------------------------------------------------ what to do
+    _tree: Tree | None = None
+
+    def _phase(self, n: NodeView) -> str:
+        root = self._tree.node(n.root) if self._tree is not None else None
+        return (root or n).budget_phase
+
     def _brief_wanted(self, n: NodeView) -> bool:
-        return (n.depth == 0 and n.params.brief and not n.brief_settled
+        return (n.depth == 0 and n.params.brief and not n.brief_settled and n.budget_phase != "spent"
                 and not any(b.author == self.me for b in n.briefs))
 
     def _wanted(self, n: NodeView) -> tuple[bool, str | None, int]:
@@ -59,6 +65,8 @@ class Decomposer(Behaviour):
             return False, None, 0
         if n.depth == 0 and not n.brief_settled:
             return False, None, 0  # the tree grows once its working assumptions are settled
+        if self._phase(n) != "open":
+            return False, None, 0  # the goal's budget goes to executing what is there
         closed = closed_rounds(n)
         if closed >= n.params.max_rounds:
             return False, None, closed  # the next rounds vote LEAF: splits no longer help
@@ -77,6 +85,7 @@ class Decomposer(Behaviour):
         return parent is not None and likely_split(parent) == split
 
     def _poll(self, tree: Tree, now: int) -> list[Effect]:
+        self._tree = tree
         # a split decided or overtaken needs no memory: its children exist, or never will
         self.ahead = {s: v for s, v in self.ahead.items() if self._ahead_stands(tree, v[0], s)}
         out: list[Effect] = self._release_held(tree, now)
@@ -135,6 +144,8 @@ class Decomposer(Behaviour):
 
     def _work_ahead(self, tree: Tree) -> list[Effect]:
         for n in tree.walk_active():
+            if self._phase(n) != "open":
+                continue
             split = likely_split(n)
             if split is None or n.depth + 1 >= n.params.max_depth:
                 continue
@@ -161,13 +172,15 @@ class Decomposer(Behaviour):
         if n is None or not self._brief_wanted(n):
             return [log("info", "brief settled while thinking; dropped", node=job.node)]
         if isinstance(answer, LLMReply):
+            self.owe(n.id + "#b", answer)
             try:
-                body = work.brief_from(answer.value, tree, n, answer.prompt_tokens, answer.completion_tokens,
+                body = work.brief_from(answer.value, tree, n, *self.unpaid.get(n.id + "#b", (0, 0)),
                                        strict=job.attempt + 1 < self.timing.attempts)
             except LLMBadOutput as exc:
                 answer = exc
             else:
                 self.backoff.reset()
+                self.pay(n.id + "#b")
                 return [Publish(body), log("info", "brief proposed", node=n.id, **body.facts())]
         if isinstance(answer, LLMBadOutput):
             out: list[Effect] = [Count(Metric.LLM_BAD_OUTPUT),
@@ -192,6 +205,7 @@ class Decomposer(Behaviour):
 
     # ------------------------------------------------------------------ answers
     def _answered(self, ticket: int, answer: Any, tree: Tree, now: int) -> list[Effect]:
+        self._tree = tree
         job = self.job
         if job is None or job.ticket != ticket:
             return []
@@ -210,13 +224,15 @@ class Decomposer(Behaviour):
         if n is None or not self._wanted(n)[0]:
             return [log("info", "node moved on while thinking; split dropped", node=job.node)]
         if isinstance(answer, LLMReply):
+            self.owe(n.id, answer)
             try:
                 body = work.proposal_from(answer.value, n, self.strategy, job.refines, tree,
-                                          answer.prompt_tokens, answer.completion_tokens)
+                                          *self.unpaid.get(n.id, (0, 0)))
             except LLMBadOutput as exc:
                 answer = exc
             else:
                 self.backoff.reset()
+                self.pay(n.id)
                 self.answered_closed[n.id] = job.closed
                 return [Publish(body), log("info", "split proposed", node=n.id, refines=job.refines,
                                            subgoals=len(body.subgoals))]

@@ -55,6 +55,7 @@ class _Task:
     started: int = 0
     renewed_at: int = 0
     prompt: bool = False  # a home task claimed before anyone may take it over: no race is possible
+    spent: tuple[int, int] = (0, 0)  # tokens of this task's attempts so far (its result carries them)
 
 
 class Executor(Behaviour):
@@ -70,7 +71,9 @@ class Executor(Behaviour):
 
     # ------------------------------------------------------------------ poll
     def _poll(self, tree: Tree, now: int) -> list[Effect]:
-        ready = [n for n in tree.walk_active() if n.task is not None and n.state is NodeState.READY]
+        # a goal whose budget is spent starts no new task (what is claimed may finish)
+        ready = [n for r in tree.roots if r.budget_phase != "spent" for n in r.walk_active()
+                 if n.task is not None and n.state is NodeState.READY]
         first_poll = not self._primed
         self._primed = True
         for n in ready:
@@ -238,11 +241,11 @@ class Executor(Behaviour):
         assert t.claim is not None
         if isinstance(answer, LLMReply):
             last = t.attempt + 1 >= self.timing.attempts
+            t.spent = (t.spent[0] + answer.prompt_tokens, t.spent[1] + answer.completion_tokens)
             try:
                 body = work.result_from(answer.value, tree, n, t.claim, strict=not last,
                                         synthesis=n.task is TaskKind.SYNTHESIS,
-                                        prompt_tokens=answer.prompt_tokens,
-                                        completion_tokens=answer.completion_tokens, key=t.key)
+                                        prompt_tokens=t.spent[0], completion_tokens=t.spent[1], key=t.key)
             except LLMBadOutput as exc:
                 answer = exc
             else:
@@ -264,7 +267,8 @@ class Executor(Behaviour):
             self.task, self.phase = None, Phase.IDLE
             self.backoff.failed(now)
             return out + [Count(Metric.TASK_RELEASED),
-                          Publish(Release(node=t.key, claim=t.claim, reason="no usable result")),
+                          Publish(Release(node=t.key, claim=t.claim, reason="no usable result",
+                                          prompt_tokens=t.spent[0], completion_tokens=t.spent[1])),
                           log("warning", "no usable result; task released", node=n.id)]
         if isinstance(answer, LLMError):
             delay = self.backoff.failed(now)

@@ -101,7 +101,14 @@ class Scorer(Behaviour):
                 and n.review_tally.decided is None and self.me in n.params.electorate)
 
     # ------------------------------------------------------------------ poll
+    def _phase(self, n: NodeView) -> str:
+        root = self._tree.node(n.root) if self._tree is not None else None
+        return (root or n).budget_phase
+
+    _tree: Tree | None = None
+
     def _poll(self, tree: Tree, now: int) -> list[Effect]:
+        self._tree = tree
         out: list[Effect] = []
         wake: list[int] = []
         if self.job is not None and not self._job_wanted(tree, self.job):
@@ -174,7 +181,9 @@ class Scorer(Behaviour):
             value = self._prevote_choice(b, o, r, now, wake)
             if value is None:
                 return []
-            out: list[Effect] = [Publish(Vote(node=b.slot, round=r, phase="prevote", value=value)),
+            spent = self.pay(b.slot)  # the judgment behind it (whether the node is one step)
+            out: list[Effect] = [Publish(Vote(node=b.slot, round=r, phase="prevote", value=value,
+                                              prompt_tokens=spent[0], completion_tokens=spent[1])),
                                  log("info", "prevote", node=n.id, slot=b.slot, round=r, value=value)]
             if r == 1 and b.slot == n.id:
                 out.append(Observe(Metric.PROPOSALS_SCORED, len(n.proposals)))
@@ -214,6 +223,8 @@ class Scorer(Behaviour):
 
     # ------------------------------------------------------------------ splits
     def _split_choice(self, n: NodeView, o: _Obs, r: int, now: int, wake: list[int]) -> str | None:
+        if self._phase(n) != "open" and n.depth > 0:
+            return LEAF  # the budget is for executing what is there: split nothing further
         if r == 1 and self.leaf_ok(n):
             return LEAF  # what the splits score cannot change it (see _best): no need to judge them
         if not self._table_ready(n, o, r, now, wake):
@@ -277,7 +288,7 @@ class Scorer(Behaviour):
     def _needs_atomic(self, n: NodeView) -> bool:
         """Below the goal, every elector judges for itself whether a node can be done as it is
         (the proposer's word is not trusted: small models call everything atomic)."""
-        return n.depth >= 1 and n.id not in self.atomic
+        return n.depth >= 1 and n.id not in self.atomic and self._phase(n) == "open"
 
     def _needs_scores(self, n: NodeView) -> bool:
         """Whether my next prevote on ``n`` depends on how its splits score: not while round 1
@@ -327,13 +338,15 @@ class Scorer(Behaviour):
         out: list[Effect] = []
         mine = self.readings.get(cand["id"])
         rap = rapporteur(n.review_slot, n.params.electorate)
+        spent = self._phase(n) == "spent"  # the budget is gone: no new attempt, accept as it is
         if mine is None:
             o = self._obs(n.review_slot, n, now, False)
-            checks = work.result_checks(tree, n, cand["output"], synthesis=n.task is TaskKind.SYNTHESIS)
+            checks = [] if spent else work.result_checks(tree, n, cand["output"],
+                                                         synthesis=n.task is TaskKind.SYNTHESIS)
             theirs = next((r for r in n.reviews if r.author == rap and r.result == cand["id"]), None)
-            if rap == self.me:
+            if rap == self.me and not spent:
                 return out  # my own LLM reading comes first (see _next_job)
-            if theirs is None and now < o.seen + self.timing.review_window_ms:
+            if theirs is None and not spent and now < o.seen + self.timing.review_window_ms:
                 wake.append(o.seen + self.timing.review_window_ms)
                 return out  # the rapporteur's reading is on its way
             problems = list(dict.fromkeys(list(checks) + (list(theirs.problems) if theirs is not None
@@ -361,7 +374,7 @@ class Scorer(Behaviour):
     def _next_job(self, tree: Tree, now: int) -> list[Effect]:
         for n in tree.walk_active():
             if self.reviewable(n) and n.candidate is not None and n.candidate["id"] not in self.readings \
-                    and rapporteur(n.review_slot, n.params.electorate) == self.me:
+                    and rapporteur(n.review_slot, n.params.electorate) == self.me and self._phase(n) != "spent":
                 self.job = _Job(self.ticket(), n.id, "review", (n.candidate["id"],))
                 return [Ask(self.job.ticket, work.review_req(tree, n, n.candidate["output"], None), n.id)]
             if not self.votable(n):
@@ -369,7 +382,7 @@ class Scorer(Behaviour):
             if self._needs_atomic(n):
                 self.job = _Job(self.ticket(), n.id, "atomic")
                 return [Ask(self.job.ticket, work.atomic_req(tree, n, None), n.id)]
-            if not self._needs_scores(n) or not n.proposals:
+            if not self._needs_scores(n) or not n.proposals or (self._phase(n) != "open" and n.depth > 0):
                 continue
             covered = self.ranked.get(n.id, frozenset())
             if all(p.id in covered for p in n.proposals):
@@ -384,6 +397,7 @@ class Scorer(Behaviour):
         return []
 
     def _answered(self, ticket: int, answer: Any, tree: Tree, now: int) -> list[Effect]:
+        self._tree = tree
         job = self.job
         if job is None or job.ticket != ticket:
             return []
@@ -407,6 +421,7 @@ class Scorer(Behaviour):
         props = [p for pid in job.covers if (p := n.proposal(pid)) is not None]
         out: list[Effect] = []
         judged = None
+        spent = (answer.prompt_tokens, answer.completion_tokens) if isinstance(answer, LLMReply) else (0, 0)
         if isinstance(answer, LLMReply):
             try:
                 judged = work.judge_splits(answer.value, tree, n, props)
@@ -418,7 +433,6 @@ class Scorer(Behaviour):
                     log("info", "LLM ranking unusable; judging on the checks alone", node=n.id,
                         error=str(answer)[:200])]
             judged = work.judge_splits(None, tree, n, props)
-        spent = (answer.prompt_tokens, answer.completion_tokens) if isinstance(answer, LLMReply) else (0, 0)
         for p, v in zip(props, judged.verdicts):
             first = p.id not in self.verdicts and not any(s.author == self.me for s in p.scores)
             self.verdicts[p.id] = v
@@ -437,12 +451,12 @@ class Scorer(Behaviour):
         if cand is None or cand["id"] not in job.covers:
             return []
         checks = work.result_checks(tree, n, cand["output"], synthesis=n.task is TaskKind.SYNTHESIS)
-        accept_llm, problems_llm, spent = True, [], (0, 0)
+        accept_llm, problems_llm = True, []
+        spent = (answer.prompt_tokens, answer.completion_tokens) if isinstance(answer, LLMReply) else (0, 0)
         out: list[Effect] = []
         if isinstance(answer, LLMReply):
             try:
                 accept_llm, problems_llm = work.review_from(answer.value, cand["output"])
-                spent = (answer.prompt_tokens, answer.completion_tokens)
                 self.backoff.reset()
             except LLMBadOutput as exc:
                 out += [Count(Metric.LLM_BAD_OUTPUT),
@@ -461,6 +475,7 @@ class Scorer(Behaviour):
         return out + self._poll(tree, now)
 
     def _judged_atomic(self, n: NodeView, answer: Any, tree: Tree, now: int) -> list[Effect]:
+        self.owe(n.id, answer)  # carried by my next vote on the node
         if isinstance(answer, LLMReply):
             try:
                 self.atomic[n.id] = work.atomic_from(answer.value)

@@ -1,8 +1,11 @@
 """Where a plan's time went: its critical path, read backwards from the event log.
 
-Starting at the root's counted result, each step asks what the event on the path waited for,
-and labels the time in between:
+Starting at the root's accepted result (the review decision that accepted it, or the last
+attempt's result), each step asks what the event on the path waited for, and labels the time in
+between:
 
+- a review decision waited for its votes, each prevote for its elector's reading (``llm:
+  review`` for the rapporteur's call), which waited for the result it reads;
 - a result waited for its executor's LLM call (``llm: execute``), which waited for the pull
   before work (``sync``) and the settle window after the claim (``settle``);
 - a claim waited for its task to become ready (the parent's decision, or the last child's
@@ -11,9 +14,10 @@ and labels the time in between:
 - a decision (the precommit that completed a quorum) waited for the polka it precommits
   (``votes``); a prevote waited for its scorer's last judgment of the table, a round's end or
   a window (``competition window`` in round 1; ``vote timeouts`` for rounds closed by NIL);
-- a score waited for its LLM call (``llm: score``), which waited for the proposal or for the
-  scorer's previous call (the path then runs through that call);
-- a proposal waited for its LLM call (``llm: decompose``), which waited for the node to open.
+- a score waited for its scorer's ranking of the table (``llm: rank``), which waited for the
+  last proposal on it or for the scorer's previous call (the path then runs through that call);
+- a proposal waited for its LLM call (``llm: decompose``), which waited for the node to open
+  (the goal's splits for its brief to be settled: ``llm: brief`` and its votes).
 
 The hop between one agent's event and another agent's reaction to it is ``gossip + reaction``
 (delivery, intake, derivation, the behaviour's poll); the hop between an LLM answer and the
@@ -31,9 +35,11 @@ from agent.central import CallRecord
 from agent.core.consensus import LEAF, NIL
 from agent.core.events import Event
 from agent.core.plan import Plan, fold
+from agent.core.slots import base_node, brief_slot, parse_slot, parse_task, review_slot
 
 CATEGORIES = (
-    "llm: decompose", "llm: score", "llm: atomic", "llm: execute", "llm: synthesize",
+    "llm: brief", "llm: decompose", "llm: rank", "llm: atomic", "llm: execute", "llm: synthesize",
+    "llm: review",
     "gossip + reaction", "reaction", "votes",
     "competition window", "vote timeouts", "settle", "sync", "lost claim race", "unexplained",
 )
@@ -123,21 +129,38 @@ class CriticalPath:
                      and e.body.round == rnd and e.body.phase == phase), None)
 
     def _opened(self, node: str) -> Event | None:
-        """The event that made ``node`` exist: its parent's decision (or the goal)."""
+        """The event that made ``node`` open for splits: its parent's decision (or, for a goal,
+        the goal itself, or the settling of its brief)."""
         ref = self.plan.node_ref(node)
         if ref is None:
             return None
         if ref.proposal is None:
-            return self.plan.goals.get(node)
+            goal = self.plan.goals.get(node)
+            if goal is not None and goal.body.params.brief:
+                own = [e for e in self.plan.briefs.get(node, ()) if e.author == goal.author]
+                if own:
+                    return min(own, key=_key)
+                return self.decision(brief_slot(node)) or goal
+            return goal
         parent = self.plan.proposals[ref.proposal].body.node
         return self.decision(parent)
 
+    def done_event(self, node: str) -> Event | None:
+        """When ``node`` became done: the decision accepting its result, or the result itself."""
+        accepted = self.plan.accepted(node)
+        if accepted is None:
+            return None
+        k = self.plan.attempt(node)
+        if self.plan.decided(review_slot(node, k)) == accepted.id:
+            return self.decision(review_slot(node, k)) or accepted
+        return accepted
+
     # ------------------------------------------------------------------ the walk
     def walk(self, goal_id: str) -> list[Segment]:
-        root_result = self.plan.leases(goal_id).counted
-        if root_result is None:
+        done = self.done_event(goal_id)
+        if done is None:
             return []
-        cur: Event | None = root_result
+        cur: Event | None = done
         for _ in range(100_000):
             if cur is None or cur.type == "goal":
                 break
@@ -152,7 +175,7 @@ class CriticalPath:
     def _result(self, r: Event) -> Event | None:
         claim = self.plan.claims[r.body.claim]
         agent = self.name(r)
-        node = r.body.node
+        node = base_node(r.body.node)
         calls = [c for c in self.calls.get(agent, ()) if c.kind in ("execute", "synthesize") and c.node == node
                  and c.start_ms >= claim.hlc.wall - 5 and (c.end_ms or 0) <= r.hlc.wall + 5]
         if not calls:
@@ -177,13 +200,18 @@ class CriticalPath:
         return claim
 
     def _claim(self, c: Event) -> Event | None:
-        node = c.body.node
+        node, attempt = parse_task(c.body.node)
         kids = self.plan.children(node)
-        if kids:
-            done = [self.plan.leases(k).counted for k in kids]
+        if attempt > 1:  # a later attempt: ready once the previous result was sent back
+            ready = self.decision(review_slot(node, attempt - 1))
+        elif kids:
+            done = [self.done_event(k) for k in kids]
             ready = max((d for d in done if d is not None), key=_key, default=None)
         else:
             ready = self.decision(node) if self.plan.decided(node) == LEAF else self._opened(node)
+        follows = [d for d in (self.done_event(a) for a in self.plan.after(node)) if d is not None]
+        if follows and (ready is None or _key(max(follows, key=_key)) > _key(ready)):
+            ready = max(follows, key=_key)  # waited for an earlier step it follows
         prev = max((e for e in self.by_author[c.author] if e.type in ("result", "release") and _key(e) < _key(c)),
                    key=_key, default=None)
         if prev is not None and (ready is None or _key(prev) > _key(ready)):
@@ -219,6 +247,21 @@ class CriticalPath:
             return cause
         # a prevote: what did its scorer wait for?
         cands: list[tuple[Event, str]] = []
+        slot = parse_slot(node)
+        if slot.kind == "review":
+            read = [e for e in self.node_events[slot.node] if e.author == v.author and e.type == "review"
+                    and _key(e) < _key(v)]
+            if read:
+                cause = max(read, key=_key)
+                self.seg(cause.hlc.wall, v.hlc.wall, "reaction", f"review -> prevote r{b.round}")
+                return cause
+        if slot.kind == "brief":
+            briefs = [e for e in self.plan.briefs.get(slot.node, ()) if _key(e) < _key(v)]
+            if briefs:
+                cause = max(briefs, key=_key)
+                self.seg(cause.hlc.wall, v.hlc.wall, "competition window" if b.round == 1 else "votes",
+                         f"brief prevote r{b.round}")
+                return cause
         mine = [e for e in self.node_events[node] if e.author == v.author and e.type == "score" and _key(e) < _key(v)]
         if mine:
             cands.append((max(mine, key=_key), "competition window" if b.round == 1 else "votes"))
@@ -242,12 +285,16 @@ class CriticalPath:
         agent = self.name(s)
         node = s.body.node
         prop = self.plan.proposals[s.body.proposal]
-        call = self._call_for(agent, "score", node, s.hlc.wall, prop.hlc.wall)
+        # one ranking judged the whole table: it waited for the last split on it
+        table = [e for e in self.node_events[node] if e.type == "proposal" and _key(e) < _key(s)]
+        call = self._call_for(agent, "rank", node, s.hlc.wall, prop.hlc.wall)
+        if call is not None:
+            prop = max((e for e in table if e.hlc.wall <= call.start_ms + 5), key=_key, default=prop)
         if call is None:
-            self.seg(prop.hlc.wall, s.hlc.wall, "unexplained", f"{agent} score")
+            self.seg(prop.hlc.wall, s.hlc.wall, "unexplained", f"{agent} rank")
             return prop
         self.seg(call.end_ms, s.hlc.wall, "reaction", "answer -> score")
-        self.seg(call.start_ms, call.end_ms, "llm: score", f"{agent} {node[-8:]}")
+        self.seg(call.start_ms, call.end_ms, "llm: rank", f"{agent} {node[-8:]}")
         prev = self._prev_call(agent, call.start_ms)
         if prev is not None and prev.end_ms > prop.hlc.wall:
             if prev.kind == "atomic":  # judging the node first: that call publishes nothing
@@ -275,7 +322,40 @@ class CriticalPath:
         if peer is None:
             return None
         return next((e for e in self.by_author[peer] if getattr(e.body, "node", None) == call.node
-                     and e.hlc.wall >= call.end_ms - 5 and e.type in ("score", "proposal", "result")), None)
+                     and e.hlc.wall >= call.end_ms - 5
+                     and e.type in ("score", "proposal", "result", "brief", "review")), None)
+
+    def _review(self, r: Event) -> Event | None:
+        """An elector's reading of a result: the rapporteur's waited for its LLM call."""
+        agent = self.name(r)
+        result = self.plan.events.get(r.body.result)
+        call = self._call_for(agent, "review", r.body.node, r.hlc.wall, result.hlc.wall if result else 0.0)
+        if call is not None:
+            self.seg(call.end_ms, r.hlc.wall, "reaction", "answer -> review")
+            self.seg(call.start_ms, call.end_ms, "llm: review", f"{agent} {r.body.node[-8:]}")
+            if result is not None:
+                self.seg(result.hlc.wall, call.start_ms, "gossip + reaction", "result -> review call")
+            return result
+        if result is not None:  # read on the checks and the rapporteur's reading
+            rap = [e for e in self.node_events[r.body.node] if e.type == "review" and e.author != r.author
+                   and e.body.result == r.body.result and _key(e) < _key(r)]
+            cause = max(rap, key=_key) if rap else result
+            self.seg(cause.hlc.wall, r.hlc.wall, "gossip + reaction", "-> review")
+            return cause
+        return None
+
+    def _brief(self, b: Event) -> Event | None:
+        agent = self.name(b)
+        goal = self.plan.goals.get(b.body.node)
+        call = self._call_for(agent, "brief", b.body.node, b.hlc.wall)
+        if call is None or goal is None:
+            if goal is not None:
+                self.seg(goal.hlc.wall, b.hlc.wall, "unexplained", f"{agent} brief")
+            return goal
+        self.seg(call.end_ms, b.hlc.wall, "reaction", "answer -> brief")
+        self.seg(call.start_ms, call.end_ms, "llm: brief", f"{agent} {b.body.node[-8:]}")
+        self.seg(goal.hlc.wall, call.start_ms, "gossip + reaction", "goal -> brief call")
+        return goal
 
     def _proposal(self, p: Event) -> Event | None:
         agent = self.name(p)
@@ -330,7 +410,7 @@ def llm_calls(events: Iterable[Event], calls: list[CallRecord], names: dict[str,
     evs = sorted(events, key=_key)
     plan = fold(evs)
     by_name = {n: p for p, n in names.items()}
-    decided_at: dict[str, float] = {}
+    decided_at: dict[str, float] = {}  # slot -> when its decision was complete
     for node in plan.by_node:
         t = plan.tally(node)
         if t.decided is not None:
@@ -338,14 +418,14 @@ def llm_calls(events: Iterable[Event], calls: list[CallRecord], names: dict[str,
                           and e.body.round == t.decided_round and e.body.value == t.decided), key=_key)
             if len(pcs) >= t.quorum:
                 decided_at[node] = pcs[t.quorum - 1].hlc.wall
-    counted_claims = {}
+    counted_claims: dict[str, set[str]] = defaultdict(set)  # node -> claims whose result counted
     for node in plan.by_node:
         r = plan.leases(node).counted
         if r is not None:
-            counted_claims[node] = r.body.claim
+            counted_claims[base_node(node)].add(r.body.claim)
     claims_by = defaultdict(list)
     for c in plan.claims.values():
-        claims_by[(c.author, c.body.node)].append(c)
+        claims_by[(c.author, base_node(c.body.node))].append(c)
     out: dict[str, dict[str, int]] = {}
     for c in calls:
         row = out.setdefault(c.kind, {"useful": 0, "wasted": 0, "cancelled": 0})
@@ -356,8 +436,13 @@ def llm_calls(events: Iterable[Event], calls: list[CallRecord], names: dict[str,
             row["wasted"] += 1
             continue
         node = c.node or ""
-        if c.kind in ("score", "decompose", "atomic"):
-            d = decided_at.get(node)
+        if c.kind in ("rank", "decompose", "atomic", "brief", "review"):
+            slot = {"brief": brief_slot(node), "review": review_slot(node, plan.attempt(node))}.get(c.kind, node)
+            if c.kind == "review":  # the reading of an attempt: decided before the answer came?
+                slot = next((review_slot(node, k) for k in range(1, 10)
+                             if review_slot(node, k) in decided_at and decided_at[review_slot(node, k)] >= c.start_ms),
+                            slot)
+            d = decided_at.get(slot)
             if plan.node_ref(node) is None:  # worked ahead for a split that was not decided
                 row["wasted"] += 1
             else:
@@ -365,7 +450,7 @@ def llm_calls(events: Iterable[Event], calls: list[CallRecord], names: dict[str,
         else:
             peer = by_name.get(c.agent, "")
             mine = [cl for cl in claims_by.get((peer, node), ()) if cl.hlc.wall <= c.start_ms + 5]
-            useful = any(cl.id == counted_claims.get(node) for cl in mine)
+            useful = any(cl.id in counted_claims.get(node, ()) for cl in mine)
             row["useful" if useful else "wasted"] += 1
     return out
 

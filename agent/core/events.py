@@ -91,8 +91,11 @@ class PlanParams(_Model):
     # attempts a task gets: results of attempts before the last are reviewed by the electorate
     # (accepted, or sent back with feedback); 0 or 1: no review (a result counts as it comes)
     max_attempts: int = Field(default=0, ge=0, le=9)
+    # tokens (prompt + completion) the goal may spend in all, as its events report them; 0: no
+    # limit (agent.core.budget says what happens as it runs out)
+    token_budget: int = Field(default=0, ge=0, le=1_000_000_000)
 
-    _omit_empty = frozenset({"brief", "max_attempts"})
+    _omit_empty = frozenset({"brief", "max_attempts", "token_budget"})
 
     @property
     def attempts(self) -> int:
@@ -229,6 +232,12 @@ class Vote(_Model):
     round: int = Field(ge=1, le=MAX_ROUND)
     phase: Phase
     value: str = Field(pattern=VOTE_VALUE)
+    # what the elector's own judgment behind this vote cost (the judgment whether a node is one
+    # step publishes no event of its own)
+    prompt_tokens: int = Field(default=0, ge=0, le=10_000_000)
+    completion_tokens: int = Field(default=0, ge=0, le=10_000_000)
+
+    _omit_empty = frozenset({"prompt_tokens", "completion_tokens"})
 
 
 class Claim(_Model):
@@ -251,6 +260,10 @@ class Release(_Model):
     node: TaskId
     claim: EventId
     reason: str = Field(default="", max_length=200)
+    prompt_tokens: int = Field(default=0, ge=0, le=10_000_000)  # the attempts given up on
+    completion_tokens: int = Field(default=0, ge=0, le=10_000_000)
+
+    _omit_empty = frozenset({"prompt_tokens", "completion_tokens"})
 
 
 class Result(_Model):

@@ -235,6 +235,8 @@ def foreign_places(text: str, facts: BriefFacts) -> list[str]:
         hits = gz.lookup(name)
         if not hits or any(p.country in facts.countries for p in hits):
             continue
+        if re.search(rf"\b(?:from|via|leaving|departing)\s+{re.escape(name)}\b|\b{re.escape(name)}\s+(?:to|-|–)\s", text):
+            continue  # where the people start from, or change planes: not the goal's places
         top = hits[0]
         if top.kind == "country" or top.population >= 500_000:
             label = f"{top.name} ({gz.country_names.get(top.country, top.country)})"
@@ -259,8 +261,10 @@ def off_dates(text: str, facts: BriefFacts) -> list[str]:
     if not facts.dated:
         return []
     out = []
+    first = _first_of(facts.months)
+    ahead = {(first - k - 1) % 12 + 1 for k in range(PREPARATION_MONTHS)}
     for year, month in months_in(text):
-        bad_month = month not in facts.months
+        bad_month = month not in facts.months and month not in ahead
         bad_year = year is not None and facts.years and year not in facts.years \
             and abs(year - min(facts.years)) <= 3
         if bad_month or bad_year:
@@ -268,6 +272,17 @@ def off_dates(text: str, facts: BriefFacts) -> list[str]:
             if label not in out:
                 out.append(label)
     return out
+
+
+PREPARATION_MONTHS = 3  # bookings, passes and permits are dated in the months before the start
+
+
+def _first_of(span: frozenset[int]) -> int:
+    """The month a span starts with (a span wrapping the year end starts after its gap)."""
+    for m in sorted(span):
+        if (m - 2) % 12 + 1 not in span:
+            return m
+    return min(span)
 
 
 def result_problems(text: str, facts: BriefFacts, *, siblings: Iterable[tuple[str, str]] = (),

@@ -34,6 +34,7 @@ from .events import (
     REJECT, Brief, Claim, Event, Goal, Hello, PlanParams, Proposal, Release, Renew, Result, Review,
     Score, Vote,
 )
+from . import budget
 from .leases import Leases, leases
 from .reasons import Reason, Rejected
 from .slots import base_node, brief_slot, parse_slot, parse_task, review_slot, task_key
@@ -82,6 +83,8 @@ class Plan:
         self.proposals: dict[str, Event] = {}
         self.claims: dict[str, Event] = {}
         self.briefs: dict[str, list[Event]] = defaultdict(list)  # goal -> briefs proposed for it
+        # goal -> LLM kind -> [prompt, completion] tokens its events carry (agent.core.budget)
+        self.spent: dict[str, dict[str, list[int]]] = defaultdict(dict)
         self.roles: dict[str, set[str]] = defaultdict(set)
         self.by_node: dict[str, NodeEvents] = defaultdict(NodeEvents)
         self.by_claim: dict[str, list[Event]] = defaultdict(list)
@@ -341,9 +344,34 @@ class Plan:
             raise Rejected(Reason.WRONG_NODE, f"attempt {slot.attempt} is not reviewed "
                                               f"(the goal allows {params.attempts})")
 
+    def _spend(self, ev: Event, sign: int = 1) -> None:
+        b = ev.body
+        p, c = getattr(b, "prompt_tokens", 0), getattr(b, "completion_tokens", 0)
+        if not (p or c):
+            return
+        if isinstance(b, Brief):
+            goal = b.node
+        else:
+            ref = self.node_ref(base_node(b.node))
+            if ref is None:
+                return
+            goal = ref.root
+        synthesis = isinstance(b, Result) and not self.is_leaf(base_node(b.node))
+        row = self.spent[goal].setdefault(budget.kind_of(b.type, synthesis), [0, 0])
+        row[0] += sign * p
+        row[1] += sign * c
+
+    def spent_total(self, goal: str) -> int:
+        return sum(p + c for p, c in self.spent.get(goal, {}).values())
+
+    def budget_phase(self, goal: str) -> budget.Phase:
+        g = self.goals.get(goal)
+        return budget.phase(g.body.params.token_budget if g else 0, self.spent_total(goal))
+
     def _index(self, ev: Event) -> None:
         self.events[ev.id] = ev
         self.version += 1
+        self._spend(ev)
         b = ev.body
         if isinstance(b, Hello):
             self.changes.append(MEMBERS)
@@ -382,6 +410,7 @@ class Plan:
                 for e in stale:
                     ups.remove(e)
                     del self.events[e.id]
+                    self._spend(e, -1)
             ups.append(ev)
             self._leases.pop(b.node, None)
 

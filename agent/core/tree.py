@@ -124,6 +124,8 @@ class NodeView:
     brief_settled: bool = True
     briefs: list[BriefView] = field(default_factory=list)
     brief_tally: Tally | None = None
+    spent: dict[str, tuple[int, int]] = field(default_factory=dict)  # LLM kind -> (prompt, completion)
+    budget_phase: str = "open"  # goals only (agent.core.budget): open | no_splits | spent
 
     @property
     def review_slot(self) -> str:
@@ -176,7 +178,8 @@ class NodeView:
             p, c = p + cp, c + cc
         return p, c
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, cut: bool | None = None) -> dict[str, Any]:
+        cut = self.budget_phase == "spent" if cut is None else cut
         rounds = _rounds_json(self.tally)
         extra: dict[str, Any] = {}
         if self.depth == 0 and (self.briefs or self.brief is not None or not self.brief_settled):
@@ -185,6 +188,12 @@ class NodeView:
             extra["brief_settled"] = self.brief_settled
             extra["briefs"] = [{"id": b.id, "author": b.author, "facts": b.facts} for b in self.briefs]
             extra["brief_rounds"] = _rounds_json(self.brief_tally)
+        if self.depth == 0 and (self.params.token_budget or self.spent):
+            extra["budget"] = {"tokens": self.params.token_budget, "phase": self.budget_phase,
+                               "spent": {k: list(v) for k, v in sorted(self.spent.items())},
+                               "spent_total": sum(p + c for p, c in self.spent.values())}
+        if cut and self.state is not NodeState.DONE and self.holder is None:
+            extra["unfinished"] = True  # the goal's budget ran out before this got its result
         if self.task is not None and (self.params.attempts > 1 or self.after):
             extra["after"] = list(self.after)
             extra["attempt"] = self.attempt
@@ -231,7 +240,7 @@ class NodeView:
             "late_results": self.late_results,
             "result": self.result,
             "tokens": dict(zip(("prompt", "completion"), self.tokens())),
-            "children": [c.to_json() for c in self.children],
+            "children": [c.to_json(cut) for c in self.children],
         }}
 
 
@@ -308,8 +317,11 @@ class Tree:
         return out
 
     def is_done(self, goal_id: str | None = None) -> bool:
+        """The goal has its answer, or its budget ran out and nothing is in flight any more."""
         roots = self.roots if goal_id is None else [r for r in self.roots if r.id == goal_id]
-        return bool(roots) and all(r.state is NodeState.DONE for r in roots)
+        return bool(roots) and all(r.state is NodeState.DONE or (
+            r.budget_phase == "spent" and not any(n.state is NodeState.CLAIMED for n in r.walk()))
+            for r in roots)
 
     def path(self, node: NodeView) -> list[NodeView]:
         """From the goal down to ``node``."""
@@ -350,7 +362,10 @@ def _tree(plan: Plan, roots: list[NodeView], now_ms: int, index: dict[str, NodeV
 def _derive_root(plan: Plan, gid: str, goal: Any, now_ms: int, index: dict[str, NodeView],
                  timed: dict[str, int], reuse: dict[str, NodeView] | None, dirty: set[str] | None) -> NodeView:
     g = goal.body
-    root = NodeView(gid, gid, 0, g.title, g.description, False, g.params, None, since=goal.hlc.wall)
+    root = NodeView(gid, gid, 0, g.title, g.description, False, g.params, None, since=goal.hlc.wall,
+                    budget_phase=plan.budget_phase(gid))
+    root.spent = {k: (v[0], v[1]) for k, v in plan.spent.get(gid, {}).items()}
+    root.budget_phase = plan.budget_phase(gid)
     if g.params.brief:
         root.brief_settled = plan.brief_settled(gid)
         settled = plan.brief(gid)

@@ -8,6 +8,8 @@
 - stable results: a task's counted result never changes once every honest agent has it; a
   done task never becomes undone at any agent;
 - exactly-once: without faults no task runs twice (under faults the count is reported);
+- budget: a goal spends at most its token budget plus one call per LLM agent in flight when it
+  ran out (agent.core.budget);
 - liveness: after the faults end the goal is done within the time limit;
 - no behaviour raises (the simulator lets exceptions through; the sweep reports them).
 """
@@ -33,7 +35,8 @@ class Violation:
         return f"{self.invariant} at {self.at_ms} ms: {self.detail}"
 
 
-INVARIANTS = ("convergence", "finality", "electorate", "stable_results", "exactly_once", "liveness", "no_raise")
+INVARIANTS = ("convergence", "finality", "electorate", "stable_results", "exactly_once", "liveness", "budget",
+              "no_raise")
 
 
 @dataclass
@@ -144,6 +147,7 @@ class Checker:
         if len(digests) > 1:
             self.fail("convergence", f"after quiescence {len(digests)} different digests")
         tree = derive(sim.agents[-1].intake.plan, now)
+        self._check_budget(sim.agents[-1].intake.plan)
         if not tree.is_done(sim.goal_id):
             counts = ", ".join(f"{k}={v}" for k, v in tree.counts().items() if v)
             self.fail("liveness", f"goal not done after {sim.cfg.limit_ms // 1000} s ({counts})")
@@ -162,6 +166,22 @@ class Checker:
         if faultless and (twice or started):
             self.fail("exactly_once", f"without any fault {started} task(s) got LLM work from more than one "
                                       f"claim, {twice} more than one valid result")
+
+    def _check_budget(self, plan) -> None:
+        goal = plan.goals.get(self.sim.goal_id)
+        budget = goal.body.params.token_budget if goal is not None else 0
+        if not budget:
+            return
+        # each LLM agent has at most one call in flight when the budget runs out; the event it
+        # then publishes carries that call (and the attempts before it, for a result)
+        biggest: dict[str, int] = {}
+        for e in plan.events.values():
+            cost = getattr(e.body, "prompt_tokens", 0) + getattr(e.body, "completion_tokens", 0)
+            biggest[e.author] = max(biggest.get(e.author, 0), cost)
+        spent = plan.spent_total(self.sim.goal_id)
+        bound = budget + sum(biggest.values())
+        if spent > bound:
+            self.fail("budget", f"spent {spent} tokens on a budget of {budget}; the bound is {bound}")
 
     @property
     def ok(self) -> bool:

@@ -100,6 +100,7 @@ class SimConfig:
     max_lease_ms: int = 120_000
     brief: bool = True  # the goal settles a brief first
     max_attempts: int = 2  # results before the last attempt are reviewed
+    token_budget: int = 0  # the goal's token budget (0: none); the checker holds it to its bound
     faults: Faults = field(default_factory=Faults)
     timing: Timing = field(default_factory=sim_timing)
     # LLM latency (ms), per call: realistic for small local models on a CPU

@@ -176,7 +176,8 @@ class Simulation:
         self.params = PlanParams(electorate=tuple(electorate), quorum=quorum, max_depth=cfg.max_depth,
                                  max_children=cfg.max_children, max_rounds=cfg.max_rounds,
                                  max_lease_ms=cfg.max_lease_ms, brief=cfg.brief,
-                                 max_attempts=cfg.max_attempts if cfg.max_attempts > 1 else 0)
+                                 max_attempts=cfg.max_attempts if cfg.max_attempts > 1 else 0,
+                                 token_budget=cfg.token_budget)
 
     def _behaviour(self, a: SimAgent) -> Behaviour | None:
         seed = self.rng.randrange(2**31)
