@@ -164,11 +164,12 @@ def test_checker_catches_a_stall(monkeypatch):
 
 def test_checker_catches_a_vote_from_outside_the_electorate(monkeypatch):
     from agent.core import plan as plan_mod
+    from agent.core.slots import base_node
 
     real_check = plan_mod.Plan._check
 
     def no_electorate(self, ev):
-        if ev.body.type == "vote" and ev.author not in self.params(self.node_ref(ev.body.node)).electorate:
+        if ev.body.type == "vote" and ev.author not in self.params(self.node_ref(base_node(ev.body.node))).electorate:
             return
         real_check(self, ev)
 

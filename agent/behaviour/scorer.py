@@ -84,6 +84,7 @@ class Scorer(Behaviour):
         self.ranked: dict[str, frozenset[str]] = {}  # node -> proposals my latest ranking covered
         self.atomic: dict[str, bool] = {}  # node -> can it be done as it is, as one step?
         self.readings: dict[str, tuple[bool, list[str], str]] = {}  # result -> my review
+        self._checks: dict[str, list[str]] = {}  # result -> what the deterministic checks found
         self.obs: dict[str, _Obs] = {}
         self.job: _Job | None = None
 
@@ -341,8 +342,7 @@ class Scorer(Behaviour):
         spent = self._phase(n) == "spent"  # the budget is gone: no new attempt, accept as it is
         if mine is None:
             o = self._obs(n.review_slot, n, now, False)
-            checks = [] if spent else work.result_checks(tree, n, cand["output"],
-                                                         synthesis=n.task is TaskKind.SYNTHESIS)
+            checks = [] if spent else self._result_checks(tree, n, cand)
             theirs = next((r for r in n.reviews if r.author == rap and r.result == cand["id"]), None)
             if rap == self.me and not spent:
                 return out  # my own LLM reading comes first (see _next_job)
@@ -362,6 +362,13 @@ class Scorer(Behaviour):
                          lambda o, r, now, wake: self._review_choice(n, r, verdict),
                          lambda: cand["id"])
         return out + self._step(ballot, now, wake)
+
+    def _result_checks(self, tree: Tree, n: NodeView, cand: dict) -> list[str]:
+        got = self._checks.get(cand["id"])
+        if got is None:
+            got = self._checks[cand["id"]] = work.result_checks(tree, n, cand["output"],
+                                                                synthesis=n.task is TaskKind.SYNTHESIS)
+        return got
 
     def _review_choice(self, n: NodeView, r: int, accept: bool) -> str:
         if r > 1:
@@ -450,7 +457,7 @@ class Scorer(Behaviour):
         cand = n.candidate
         if cand is None or cand["id"] not in job.covers:
             return []
-        checks = work.result_checks(tree, n, cand["output"], synthesis=n.task is TaskKind.SYNTHESIS)
+        checks = self._result_checks(tree, n, cand)
         accept_llm, problems_llm = True, []
         spent = (answer.prompt_tokens, answer.completion_tokens) if isinstance(answer, LLMReply) else (0, 0)
         out: list[Effect] = []

@@ -126,6 +126,9 @@ class NodeView:
     brief_tally: Tally | None = None
     spent: dict[str, tuple[int, int]] = field(default_factory=dict)  # LLM kind -> (prompt, completion)
     budget_phase: str = "open"  # goals only (agent.core.budget): open | no_splits | spent
+    # to_json's answer, per value of ``cut``: a view never changes once derived, and an
+    # incremental derivation shares the unchanged ones, so the digest rebuilds only what changed
+    _json: dict[bool, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def review_slot(self) -> str:
@@ -180,6 +183,12 @@ class NodeView:
 
     def to_json(self, cut: bool | None = None) -> dict[str, Any]:
         cut = self.budget_phase == "spent" if cut is None else cut
+        got = self._json.get(cut)
+        if got is None:
+            got = self._json[cut] = self._to_json(cut)
+        return got
+
+    def _to_json(self, cut: bool) -> dict[str, Any]:
         rounds = _rounds_json(self.tally)
         extra: dict[str, Any] = {}
         if self.depth == 0 and (self.briefs or self.brief is not None or not self.brief_settled):
@@ -372,9 +381,14 @@ def _derive_root(plan: Plan, gid: str, goal: Any, now_ms: int, index: dict[str, 
         if settled is not None:
             root.brief, root.brief_id = settled.body.facts(), settled.id
         root.brief_tally = plan.tally(brief_slot(gid))
-        root.briefs = [BriefView(e.id, e.author, e.hlc.wall, e.body.facts(),
-                                 (e.body.prompt_tokens, e.body.completion_tokens))
-                       for e in sorted(plan.briefs.get(gid, ()), key=lambda e: (e.order, e.id))]
+        briefs = plan.briefs.get(gid, ())
+        key = ("briefs", gid, len(briefs))
+        views = plan.memo.get(key)
+        if views is None:
+            views = plan.memo[key] = [BriefView(e.id, e.author, e.hlc.wall, e.body.facts(),
+                                                (e.body.prompt_tokens, e.body.completion_tokens))
+                                      for e in sorted(briefs, key=lambda e: (e.order, e.id))]
+        root.briefs = list(views)
     _derive_node(plan, root, now_ms, index, timed, reuse, dirty)
     return root
 
@@ -448,9 +462,17 @@ def _reviews(plan: Plan, node: str) -> dict[str, list[ReviewView]]:
     ne = plan.by_node.get(node)
     if ne is None or not ne.reviews:
         return {}
+    key = ("reviews", node, len(ne.reviews))  # reviews only accumulate: the count is a version
+    got = plan.memo.get(key)
+    if got is None:
+        got = plan.memo[key] = _review_views(ne.reviews)
+    return got
+
+
+def _review_views(events: list) -> dict[str, list[ReviewView]]:
     out: dict[str, list[ReviewView]] = {}
     seen: set[tuple[str, str]] = set()
-    for e in sorted(ne.reviews, key=lambda e: (e.order, e.id)):
+    for e in sorted(events, key=lambda e: (e.order, e.id)):
         b = e.body
         if (e.author, b.result) in seen:
             continue  # an elector's first reading of a result stands
@@ -464,9 +486,16 @@ def _reviews(plan: Plan, node: str) -> dict[str, list[ReviewView]]:
 def _ranks(plan: Plan, node: str) -> dict[str, dict[str, int]]:
     """proposal -> scorer -> the place that scorer's first judgment gave it."""
     ne = plan.by_node.get(node)
+    if ne is None or not ne.scores:
+        return {}
+    key = ("ranks", node, len(ne.scores))
+    got = plan.memo.get(key)
+    if got is not None:
+        return got  # type: ignore[return-value]
     out: dict[str, dict[str, int]] = {}
+    plan.memo[key] = out
     seen: set[tuple[str, str]] = set()
-    for e in sorted(ne.scores if ne else (), key=lambda e: (e.order, e.id)):
+    for e in sorted(ne.scores, key=lambda e: (e.order, e.id)):
         if (e.author, e.body.proposal) in seen:
             continue
         seen.add((e.author, e.body.proposal))

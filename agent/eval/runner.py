@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 
 from agent.central import Central
 from agent.eval.goals import GOALS, GOALS_VERSION, EvalGoal, goal_by_id
+from agent.eval.judging import judging_stats
 from agent.eval.metrics import aggregate, plan_metrics
 from agent.eval.plans import PlanDoc, from_text, from_tree_json, markdown
 from agent.llm.base import LLM, LLMError, LLMRequest
@@ -61,6 +62,7 @@ class Run:
     markdown: str = ""  # the plan in the shared shape (for the blind reading)
     plan: str = ""  # the plan as its planner gives it (the swarm's own Markdown, the call's text)
     error: str | None = None
+    judging: dict[str, Any] = field(default_factory=dict)  # the swarm's: rejections, agreement
 
 
 def goal_text(g: EvalGoal) -> str:
@@ -99,6 +101,7 @@ async def run_swarm(llm: LLM, g: EvalGoal, cfg: EvalConfig) -> tuple[PlanDoc, Ru
         calls[c.kind] = calls.get(c.kind, 0) + 1
     run = Run("swarm", round(res.makespan_s, 2), sum(c.prompt_tokens for c in res.calls),
               sum(c.completion_tokens for c in res.calls), calls, plan=markdown_from_json(tree_json))
+    run.judging = judging_stats(tree_json)
     return from_tree_json(tree_json), run, tree_json
 
 
