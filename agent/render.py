@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 from rich.text import Text
@@ -47,6 +48,17 @@ def rich_tree(tree: Tree) -> RichTree:
     return top
 
 
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>&#|~!])")
+
+
+def md_escape(text: str) -> str:
+    """Plain text (a title a person or an LLM wrote) as Markdown that shows exactly that text:
+    every character Markdown or HTML would read as markup is backslash-escaped (CommonMark
+    allows it before any ASCII punctuation), line breaks become spaces. So a title such as
+    `<img src=x onerror=...>` stays text in any renderer, never a tag."""
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+
+
 def _text(value: Any) -> str:
     if isinstance(value, Mapping):
         value = value.get("output") or value.get("text")
@@ -59,9 +71,9 @@ def markdown_from_json(root: Mapping[str, Any]) -> str:
     when there is one, then numbered sections. A node shows its own answer where it has one,
     a leaf its result, so the document reads top-down as one plan rather than leaf texts in a
     row."""
-    lines: list[str] = [f"# {root.get('title', '').strip()}", ""]
+    lines: list[str] = [f"# {md_escape(root.get('title', ''))}", ""]
     if str(root.get("description") or "").strip():
-        lines += [f"_{root['description'].strip()}_", ""]
+        lines += [f"_{md_escape(root['description'])}_", ""]
     summary = _text(root.get("answer"))
     if summary:
         lines += ["## Summary", "", summary, ""]
@@ -70,7 +82,7 @@ def markdown_from_json(root: Mapping[str, Any]) -> str:
 
     def add(n: Mapping[str, Any], number: str, depth: int) -> None:
         hashes = "#" * min(6, depth + 1)
-        lines.append(f"{hashes} {number} {str(n.get('title', '')).strip()}")
+        lines.append(f"{hashes} {number} {md_escape(n.get('title', ''))}")
         lines.append("")
         body = _text(n.get("answer")) or _text(n.get("result"))
         if body:
