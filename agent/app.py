@@ -165,7 +165,10 @@ async def find_a_peer(rt: Runtime, settings: Settings, timeout: float) -> None:
 
 
 async def submit(settings: Settings, title: str, description: str = "", timeout: float = 60.0,
-                 electorate: list[str] | None = None) -> str:
+                 electorate: list[str] | None = None,
+                 follow: Callable[[Runtime, str], Awaitable[None]] | None = None) -> str:
+    """Publish a goal; returns its id once a peer stored it. With ``follow``, stays in the
+    swarm and awaits ``follow(rt, goal_id)`` first (`submit --wait`: progress until done)."""
     async def body(rt: Runtime) -> str:
         await find_a_peer(rt, settings, timeout)
         voters = electorate or await choose_electorate(settings, rt, timeout)
@@ -176,6 +179,8 @@ async def submit(settings: Settings, title: str, description: str = "", timeout:
                     if await rt.net.peer_has(peer, ev.id):
                         rt.log.info("goal stored by a peer", event_id=ev.id, peer_id=peer,
                                     electorate=len(voters))
+                        if follow is not None:
+                            await follow(rt, ev.id)
                         return ev.id
                 await trio.sleep(0.2)
         raise SubmitError(f"goal {ev.id} published but no peer confirmed storing it within {timeout:.0f}s")

@@ -227,6 +227,9 @@ def submit(
     goal: str = typer.Argument(..., help="the goal, e.g. 'Plan a two-week trip to Japan'"),
     description: str = typer.Option("", help="more context for the goal"),
     timeout: float = typer.Option(60.0, min=1, help="seconds to find a peer and have the goal stored"),
+    wait: bool = typer.Option(False, "--wait", help="stay until the plan is done, with its progress "
+                              "(counts, elapsed, an estimate) on stderr; then print the plan as Markdown"),
+    wait_timeout: float = typer.Option(1800.0, min=1, help="with --wait: seconds until giving up"),
 ) -> None:
     """Join the swarm, publish a goal, wait until a peer has stored it, print its id."""
     import trio
@@ -239,11 +242,31 @@ def submit(
     except GoalTextError as exc:
         _fail(str(exc), 2)
     s = _settings()
+    plan_md: list[str] = []
+
+    async def follow(rt, goal_id: str) -> None:
+        from agent.progress import PlanProgress
+        from agent.render import markdown_plan
+
+        print(goal_id, flush=True)
+        with trio.move_on_after(wait_timeout) as scope, PlanProgress(err) as progress:
+            while not rt.tree().is_done(goal_id):
+                progress.update(rt.tree().counts())
+                await rt.wait_change(1.0)
+            progress.update(rt.tree().counts())
+        if scope.cancelled_caught:
+            raise SubmitError(f"goal {goal_id} stored, but its plan was not done within "
+                              f"{wait_timeout:.0f}s")
+        plan_md.append(markdown_plan(rt.tree(), goal_id))
+
     try:
-        gid = trio.run(do_submit, s, goal, description, timeout)
+        gid = trio.run(do_submit, s, goal, description, timeout, None, follow if wait else None)
     except SubmitError as exc:
         _fail(str(exc), 1)
-    print(gid)
+    if wait:
+        sys.stdout.write(plan_md[0])
+    else:
+        print(gid)
 
 
 @app.command()
@@ -485,10 +508,15 @@ def models_install(
     from agent.llm import models
     from agent.llm.base import ModelMissing
 
+    from agent.progress import DownloadProgress
+
     s = _settings(log_level="warning")
+    progress = DownloadProgress(err)  # on stderr: `make models` sends stdout to /dev/null
     try:
-        path = models.install_model(name, s.model_dir, say=lambda m: err.print(m, highlight=False))
+        path = models.install_model(name, s.model_dir, say=lambda m: err.print(m, highlight=False),
+                                    progress=progress)
     except ModelMissing as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(1)
+        progress.close()
+        _fail(str(exc), 1)
+    progress.close()
     print(path)

@@ -155,8 +155,8 @@ def main() -> int:
                     "finished without it, nothing proven. Give the LLM more time per answer "
                     "(podman cluster: make up SWARM_SCRIPTED_LATENCY=5)")
                 return 3
-            say(f"root done {start / 1000 - killed_at:.1f}s after {a.victim} was killed "
-                f"(its synthesis began then); digest {tree.get('digest')}")
+            say(f"root done: its synthesis began {start / 1000 - killed_at:.1f}s after {a.victim} "
+                f"was killed; digest {tree.get('digest')}")
             return 0
         time.sleep(a.poll)
     say(f"FAILED: timeout after {a.timeout:.0f}s: root not done")

@@ -75,7 +75,8 @@ swarm-key:
 
 up: image swarm-key
 	@$(CTR_DIR)/env-set.sh "$(ENV_FILE)" SCALE_SCORERS=$(SCALE_SCORERS) SCALE_EXECUTORS=$(SCALE_EXECUTORS)
-	$(DC) up -d
+	@set -o pipefail; $(DC) up -d 2>&1 | { grep -v "unable to get systemd connection to .* healthchecks" || true; }
+	@$(if $(findstring podman,$(COMPOSE)),echo "podman: healthchecks are not scheduled on a host without systemd (podman says so per container; hidden here); the agents retry peers and their LLM by themselves, and \`podman healthcheck run CONTAINER\` runs one by hand",true)
 	@echo "scorers=$(SCALE_SCORERS) executors=$(SCALE_EXECUTORS) (kept in $(ENV_FILE) for later compose commands)"
 	@python3 $(CLUSTER_ROOT)/mk/llm_in_use.py --compose "$(DC)"
 	@echo "observer metrics: http://127.0.0.1:9101/metrics  Prometheus: http://127.0.0.1:9090"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -19,20 +20,24 @@ import time
 def describe(rec: dict) -> str:
     backend = rec.get("backend", "?")
     if backend == "scripted":
-        return (f"llm: scripted (a test double with canned answers, {rec.get('latency', 0)} s each; "
-                "no real model: this host has no Ollama image)")
+        return (f"llm: scripted (a test double: canned answers after {rec.get('latency', 0)} s each, "
+                "no real model; SWARM_LLM=ollama needs the ollama service)")
     model = rec.get("model") or "?"
     host = f" at {rec['host']}" if rec.get("host") else ""
     return f"llm: {backend} model={model}{host}"
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def find(log: str) -> dict | None:
-    for line in log.splitlines():
-        line = line.strip()
+    """The first llm.selected record; podman-compose prefixes lines with the service name and
+    colours them, so the JSON is taken from the first { to the last }."""
+    for line in ANSI.sub("", log).splitlines():
         if '"llm.selected"' not in line or "{" not in line:
             continue
         try:
-            return json.loads(line[line.index("{"):])
+            return json.loads(line[line.index("{"):line.rindex("}") + 1])
         except ValueError:
             continue
     return None
