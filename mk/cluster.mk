@@ -73,10 +73,15 @@ image: cluster-check local-images
 swarm-key:
 	@$(CTR_DIR)/swarm-key.sh "$(ENV_FILE)"
 
+# What podman prints on a host without systemd (or syslog), per container, about healthchecks
+# it cannot schedule: not a failure. Hidden from `make up`, and said once in words.
+PODMAN_NOISE := -e "unable to get systemd connection to .* healthchecks" -e "^failed to connect to syslog"
+PODMAN_NOTE := podman: no systemd here, so healthchecks are not scheduled (podman reports that as an error for every container: hidden). The agents retry peers and their LLM by themselves; podman healthcheck run CONTAINER runs one check by hand.
+
 up: image swarm-key
 	@$(CTR_DIR)/env-set.sh "$(ENV_FILE)" SCALE_SCORERS=$(SCALE_SCORERS) SCALE_EXECUTORS=$(SCALE_EXECUTORS)
-	@set -o pipefail; $(DC) up -d 2>&1 | { grep -v "unable to get systemd connection to .* healthchecks" || true; }
-	@$(if $(findstring podman,$(COMPOSE)),echo "podman: healthchecks are not scheduled on a host without systemd (podman says so per container; hidden here); the agents retry peers and their LLM by themselves, and \`podman healthcheck run CONTAINER\` runs one by hand",true)
+	@set -o pipefail; $(DC) up -d 2>&1 | { grep -v $(PODMAN_NOISE) || true; }
+	@$(if $(findstring podman,$(COMPOSE)),echo "$(PODMAN_NOTE)",true)
 	@echo "scorers=$(SCALE_SCORERS) executors=$(SCALE_EXECUTORS) (kept in $(ENV_FILE) for later compose commands)"
 	@python3 $(CLUSTER_ROOT)/mk/llm_in_use.py --compose "$(DC)"
 	@echo "observer metrics: http://127.0.0.1:9101/metrics  Prometheus: http://127.0.0.1:9090"
