@@ -145,7 +145,7 @@ async def _why_no_peer(rt: Runtime) -> tuple[str, bool]:
             f"{f.error or 'no answer'})"), False
 
 
-async def find_a_peer(rt: Runtime, settings: Settings, timeout: float) -> None:
+async def find_a_peer(rt: Runtime, timeout: float) -> None:
     """Wait until one peer of the swarm is connected; SubmitError saying why not (no peer known,
     unreachable, or the handshake refused: a swarm key that differs, which ends the wait early:
     it will not heal by waiting)."""
@@ -170,20 +170,25 @@ async def submit(settings: Settings, title: str, description: str = "", timeout:
     """Publish a goal; returns its id once a peer stored it. With ``follow``, stays in the
     swarm and awaits ``follow(rt, goal_id)`` first (`submit --wait`: progress until done)."""
     async def body(rt: Runtime) -> str:
-        await find_a_peer(rt, settings, timeout)
+        await find_a_peer(rt, timeout)
         voters = electorate or await choose_electorate(settings, rt, timeout)
         ev = await rt.publish(make_goal(settings, title, description, voters))
+        stored = False
         with trio.move_on_after(timeout):
-            while True:
+            while not stored:
                 for peer in list(rt.net.connected):
                     if await rt.net.peer_has(peer, ev.id):
                         rt.log.info("goal stored by a peer", event_id=ev.id, peer_id=peer,
                                     electorate=len(voters))
-                        if follow is not None:
-                            await follow(rt, ev.id)
-                        return ev.id
-                await trio.sleep(0.2)
-        raise SubmitError(f"goal {ev.id} published but no peer confirmed storing it within {timeout:.0f}s")
+                        stored = True
+                        break
+                else:
+                    await trio.sleep(0.2)
+        if not stored:
+            raise SubmitError(f"goal {ev.id} published but no peer confirmed storing it within {timeout:.0f}s")
+        if follow is not None:  # outside the storing timeout: a plan takes its own time
+            await follow(rt, ev.id)
+        return ev.id
 
     return await _with_temp_peer(settings, "submitter", body)
 
@@ -198,7 +203,7 @@ async def observe_once(settings: Settings, timeout: float = 30.0, settle: float 
     Raises SubmitError if no peer was found, NoAnswer if none answered within sync_timeout:
     an empty tree from nobody is not an answer."""
     async def body(rt: Runtime) -> tuple[dict, int]:
-        await find_a_peer(rt, settings, timeout)
+        await find_a_peer(rt, timeout)
         await trio.sleep(settle)
         answered: set[str] = set()
         errors: dict[str, str] = {}

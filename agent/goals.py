@@ -73,12 +73,6 @@ def known_scorers(rt: Runtime, expected: int = 0) -> list[str]:
     return connected if expected and len(connected) >= expected else announced
 
 
-async def wait_for_peers(rt: Runtime, count: int, timeout: float) -> None:
-    with trio.fail_after(timeout):
-        while len(rt.net.connected) < count:
-            await trio.sleep(0.1)
-
-
 async def choose_electorate(settings: Settings, rt: Runtime, timeout: float) -> list[str]:
     """Wait (up to ``timeout``) until ``settings.scorers`` scorers are known; name those known."""
     with trio.move_on_after(timeout):
