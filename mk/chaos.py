@@ -135,7 +135,7 @@ def main() -> int:
             last = line
         if killed_at is None and node is not None and node.get("state") == "done":
             say(f"FAILED: the plan was done before {a.victim} could be killed: nothing proven. "
-                "Give the LLM more time per answer (podman cluster: make up SWARM_SCRIPTED_LATENCY=5)")
+                "Give the LLM more time per answer (podman cluster: make up SWARM_SCRIPTED_LATENCY=10)")
             return 3
         if killed_at is None and in_progress(node):
             say(f"plan in progress: killing {a.victim}")
@@ -153,7 +153,7 @@ def main() -> int:
             if killed_at is None or start is None or start / 1000 < killed_at:
                 say(f"FAILED: the root's synthesis began before {a.victim} was killed: the plan was "
                     "finished without it, nothing proven. Give the LLM more time per answer "
-                    "(podman cluster: make up SWARM_SCRIPTED_LATENCY=5)")
+                    "(podman cluster: make up SWARM_SCRIPTED_LATENCY=10)")
                 return 3
             say(f"root done: its synthesis began {start / 1000 - killed_at:.1f}s after {a.victim} "
                 f"was killed; digest {tree.get('digest')}")

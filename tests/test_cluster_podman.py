@@ -14,7 +14,7 @@ the machine) and an env file of its own holding a fresh SWARM_KEY, then:
   5. `make chaos` (the README's command, on this cluster): it submits a goal, kills
      decomposer-2 once the plan is in progress and follows the plan until the root is done;
      it exits 0 only if the kill landed mid-plan and the root's synthesis began after it (the
-     scripted LLM answers in 3 s, so a plan takes about a minute);
+     scripted LLM answers in 5 s, so a plan takes a few minutes);
   6. `make observe`: the live tree in the terminal, no port clash with the observer, no JSON
      log lines, the finished plan shown;
   7. every surviving agent's stored log folds to the same digest and event count;
@@ -233,7 +233,7 @@ AGENT_OVERRIDE = """\
     depends_on: !reset {{}}
     environment:
       SWARM_LLM: scripted
-      SWARM_SCRIPTED_LATENCY: "3"
+      SWARM_SCRIPTED_LATENCY: "5"
       SWARM_SWARM: {project}
 """
 
