@@ -250,10 +250,6 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, console: Co
     return 0, ""
 
 
-class Stopped(KeyboardInterrupt):
-    """SIGTERM or SIGHUP: stop like Ctrl-C does."""
-
-
 def _route_signals() -> dict[int, object]:
     """SIGINT, SIGTERM and SIGHUP all stop the demo the same way, wherever it is (starting
     agents, inside trio, holding the swarm with --keep): SIGINT raises KeyboardInterrupt (trio
