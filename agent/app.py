@@ -18,7 +18,7 @@ from agent.behaviour.base import Behaviour
 from agent.behaviour.work import DEFAULT_STRATEGIES
 from agent.core.events import Hello
 from agent.driver import Driver, declare_llm_series
-from agent.goals import SubmitError, choose_electorate, make_goal, wait_for_peers
+from agent.goals import SubmitError, choose_electorate, make_goal
 from agent.supervise import _sleep_backoff, supervise
 from agent.llm.base import LLMError, LLMUnavailable
 from agent.runtime import Runtime, open_runtime, wall_ms
@@ -105,25 +105,90 @@ async def _with_temp_peer(settings: Settings, role: str, body: Callable[[Runtime
         return result
 
 
-async def submit(settings: Settings, title: str, description: str = "", timeout: float = 60.0,
-                 electorate: list[str] | None = None) -> str:
-    async def body(rt: Runtime) -> str:
+HANDSHAKE_FAILURES = 2  # dials in a row that reach a peer's port but never finish the handshake
+
+
+async def _tcp_open(addr: Any, timeout: float = 2.0) -> bool:
+    """Does a plain TCP connection to this /ip4/.../tcp/... address open?"""
+    try:
+        host, port = addr.value_for_protocol("ip4"), int(addr.value_for_protocol("tcp"))
+    except (ValueError, TypeError, LookupError):  # not an ip4/tcp address: no opinion
+        return False
+    with trio.move_on_after(timeout):
         try:
-            await wait_for_peers(rt, 1, timeout)
-        except trio.TooSlowError:
-            raise SubmitError(f"no peer found within {timeout:.0f}s (mDNS={settings.mdns}, "
-                              f"peers={settings.peers or 'none'})") from None
+            stream = await trio.open_tcp_stream(host, port)
+        except OSError:
+            return False
+        await stream.aclose()
+        return True
+    return False
+
+
+async def _why_no_peer(rt: Runtime) -> tuple[str, bool]:
+    """Why no peer connected, in words, and whether it is a lasting refusal (every known peer
+    took our TCP connection but not our handshake: a swarm key, or none, that differs)."""
+    failures = rt.net.dial_failures()
+    if not failures:
+        return "none found (no SWARM_PEERS reachable, nobody on mDNS)", False
+    refused = []
+    for f in failures:
+        if f.error.startswith("TooSlowError") and any([await _tcp_open(a) for a in f.addrs[:2]]):
+            refused.append(f)
+    if refused and len(refused) == len(failures):
+        lasting = all(f.failures >= HANDSHAKE_FAILURES for f in refused)
+        return (f"no peer accepted the key: {len(refused)} peer{'s' if len(refused) > 1 else ''} "
+                f"took the connection but refused the handshake (a different SWARM_KEY, or none, "
+                f"on one side; e.g. {refused[0].peer[-8:]} at {refused[0].addrs[0]})"), lasting
+    f = failures[0]
+    return (f"could not connect to {len(failures)} known peer{'s' if len(failures) > 1 else ''} "
+            f"(e.g. {f.peer[-8:]} at {f.addrs[0] if f.addrs else '?'}: "
+            f"{f.error or 'no answer'})"), False
+
+
+async def find_a_peer(rt: Runtime, timeout: float) -> None:
+    """Wait until one peer of the swarm is connected; SubmitError saying why not (no peer known,
+    unreachable, or the handshake refused: a swarm key that differs, which ends the wait early:
+    it will not heal by waiting)."""
+    deadline = trio.current_time() + timeout
+    next_look = trio.current_time() + 5
+    while not rt.net.connected:
+        now = trio.current_time()
+        if now >= deadline:
+            why, _ = await _why_no_peer(rt)
+            raise SubmitError(f"no peer connected within {timeout:.0f}s: {why}")
+        if now >= next_look:
+            next_look = now + 5
+            why, lasting = await _why_no_peer(rt)
+            if lasting:
+                raise SubmitError(f"no peer connected: {why}")
+        await trio.sleep(0.1)
+
+
+async def submit(settings: Settings, title: str, description: str = "", timeout: float = 60.0,
+                 electorate: list[str] | None = None,
+                 follow: Callable[[Runtime, str], Awaitable[None]] | None = None) -> str:
+    """Publish a goal; returns its id once a peer stored it. With ``follow``, stays in the
+    swarm and awaits ``follow(rt, goal_id)`` first (`submit --wait`: progress until done)."""
+    async def body(rt: Runtime) -> str:
+        await find_a_peer(rt, timeout)
         voters = electorate or await choose_electorate(settings, rt, timeout)
         ev = await rt.publish(make_goal(settings, title, description, voters))
+        stored = False
         with trio.move_on_after(timeout):
-            while True:
+            while not stored:
                 for peer in list(rt.net.connected):
                     if await rt.net.peer_has(peer, ev.id):
                         rt.log.info("goal stored by a peer", event_id=ev.id, peer_id=peer,
                                     electorate=len(voters))
-                        return ev.id
-                await trio.sleep(0.2)
-        raise SubmitError(f"goal {ev.id} published but no peer confirmed storing it within {timeout:.0f}s")
+                        stored = True
+                        break
+                else:
+                    await trio.sleep(0.2)
+        if not stored:
+            raise SubmitError(f"goal {ev.id} published but no peer confirmed storing it within {timeout:.0f}s")
+        if follow is not None:  # outside the storing timeout: a plan takes its own time
+            await follow(rt, ev.id)
+        return ev.id
 
     return await _with_temp_peer(settings, "submitter", body)
 
@@ -138,10 +203,7 @@ async def observe_once(settings: Settings, timeout: float = 30.0, settle: float 
     Raises SubmitError if no peer was found, NoAnswer if none answered within sync_timeout:
     an empty tree from nobody is not an answer."""
     async def body(rt: Runtime) -> tuple[dict, int]:
-        try:
-            await wait_for_peers(rt, 1, timeout)
-        except trio.TooSlowError:
-            raise SubmitError(f"no peer found within {timeout:.0f}s") from None
+        await find_a_peer(rt, timeout)
         await trio.sleep(settle)
         answered: set[str] = set()
         errors: dict[str, str] = {}

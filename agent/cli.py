@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from enum import Enum
+from typing import NoReturn, Optional
 
 import orjson
 import typer
 from rich.console import Console
+from rich.text import Text
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="A leaderless multi-agent planning swarm.")
@@ -176,6 +178,12 @@ def main() -> None:
     app()
 
 
+def _fail(message: str, code: int) -> NoReturn:
+    """One line on stderr, the exit code; no traceback."""
+    err.print(Text.assemble(("error:", "red"), " " + message), soft_wrap=True, highlight=False)
+    raise typer.Exit(code)
+
+
 def _settings(**overrides):
     from agent.logging import configure_logging
     from agent.settings import SettingsError, load_settings
@@ -183,9 +191,20 @@ def _settings(**overrides):
     try:
         s = load_settings(**{k: v for k, v in overrides.items() if v is not None})
     except SettingsError as exc:
-        err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
-        raise typer.Exit(2)
+        _fail(str(exc), 2)
     configure_logging(s.log_format, s.log_level)
+    return s
+
+
+def _agent_settings(**overrides):
+    """Settings for a long-lived agent: its data directory must take its key and log."""
+    from agent.settings import SettingsError, check_data_dir
+
+    s = _settings(**overrides)
+    try:
+        check_data_dir(s.data_dir)
+    except SettingsError as exc:
+        _fail(str(exc), 2)
     return s
 
 
@@ -198,10 +217,9 @@ def run(
 
     from agent.app import serve
 
-    s = _settings(role=role)
+    s = _agent_settings(role=role)
     if s.role is None:
-        err.print("[red]error:[/red] no role: pass --role or set SWARM_ROLE")
-        raise typer.Exit(2)
+        _fail("no role: pass --role or set SWARM_ROLE", 2)
     trio.run(serve, s, s.role)
 
 
@@ -209,20 +227,47 @@ def run(
 def submit(
     goal: str = typer.Argument(..., help="the goal, e.g. 'Plan a two-week trip to Japan'"),
     description: str = typer.Option("", help="more context for the goal"),
-    timeout: float = typer.Option(60.0, help="seconds to find a peer and have the goal stored"),
+    timeout: float = typer.Option(60.0, min=1, help="seconds to find a peer and have the goal stored"),
+    wait: bool = typer.Option(False, "--wait", help="stay until the plan is done, with its progress "
+                              "(counts, elapsed, an estimate) on stderr; then print the plan as Markdown"),
+    wait_timeout: float = typer.Option(1800.0, min=1, help="with --wait: seconds until giving up"),
 ) -> None:
     """Join the swarm, publish a goal, wait until a peer has stored it, print its id."""
     import trio
 
     from agent.app import SubmitError, submit as do_submit
+    from agent.goals import GoalTextError, check_goal_text
 
+    try:  # before anything joins the swarm: a refused goal publishes nothing
+        goal, description = check_goal_text(goal, description)
+    except GoalTextError as exc:
+        _fail(str(exc), 2)
     s = _settings()
+    plan_md: list[str] = []
+
+    async def follow(rt, goal_id: str) -> None:
+        from agent.progress import PlanProgress
+        from agent.render import markdown_plan
+
+        print(goal_id, flush=True)
+        with trio.move_on_after(wait_timeout) as scope, PlanProgress(err) as progress:
+            while not rt.tree().is_done(goal_id):
+                progress.update(rt.tree().counts())
+                await rt.wait_change(1.0)
+            progress.update(rt.tree().counts())
+        if scope.cancelled_caught:
+            raise SubmitError(f"goal {goal_id} stored, but its plan was not done within "
+                              f"{wait_timeout:.0f}s")
+        plan_md.append(markdown_plan(rt.tree(), goal_id))
+
     try:
-        gid = trio.run(do_submit, s, goal, description, timeout)
+        gid = trio.run(do_submit, s, goal, description, timeout, None, follow if wait else None)
     except SubmitError as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1)
-    print(gid)
+        _fail(str(exc), 1)
+    if wait:
+        sys.stdout.write(plan_md[0])
+    else:
+        print(gid)
 
 
 @app.command()
@@ -237,15 +282,14 @@ def observe(
 
     from agent.app import SubmitError, observe_once, serve
 
-    s = _settings()
+    s = _agent_settings() if not once else _settings()
     if not once:
         trio.run(serve, s, "observer")
         return
     try:
         data, answered = trio.run(observe_once, s, timeout)
     except SubmitError as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1)
+        _fail(str(exc), 1)
     err.print(f"synced from {answered} peer{'s' if answered != 1 else ''}")
     if out is not None:
         from agent.render import markdown_from_json
@@ -291,6 +335,38 @@ def keygen(
     err.print(f"wrote swarm key {key_id(parse_swarm_key(text))} to {out}")
 
 
+class LLMChoice(str, Enum):
+    auto = "auto"
+    ollama = "ollama"
+    llamacpp = "llamacpp"
+    scripted = "scripted"
+
+
+LLM_HELP = ("one of: auto (Ollama when reachable with the model, else the embedded model), "
+            "ollama, llamacpp (the embedded llama.cpp model), scripted (a test double: "
+            "canned answers, no model)")
+
+
+def _check_model_choice(model: str) -> None:
+    from agent.llm import models
+
+    if model.strip().lower() in models.MODELS:
+        return
+    path = Path(model).expanduser()
+    if not path.is_file():
+        _fail(f"--model {model!r} is neither an embedded model ({', '.join(models.MODELS)}) "
+              "nor a GGUF file", 2)
+
+
+def _check_writable_dir(path: Path) -> None:
+    from agent.settings import SettingsError, check_data_dir
+
+    try:
+        check_data_dir(path)
+    except SettingsError as exc:
+        _fail(str(exc).replace("SWARM_DATA_DIR", "--out-dir", 1), 2)
+
+
 @app.command()
 def demo(
     goal: str = typer.Argument("Plan a two-week trip to Japan"),
@@ -298,7 +374,7 @@ def demo(
     scorers: int = typer.Option(3, min=1, max=15),
     executors: int = typer.Option(2, min=1, max=10),
     observers: int = typer.Option(1, min=0, max=3),
-    llm: str = typer.Option("auto", help="auto|ollama|llamacpp|scripted"),
+    llm: LLMChoice = typer.Option(LLMChoice.auto, case_sensitive=False, help=LLM_HELP),
     mdns: bool = typer.Option(False, "--mdns", help="let the processes find each other by mDNS"),
     max_depth: int = typer.Option(2, min=0, max=4),
     max_children: int = typer.Option(4, min=2, max=8),
@@ -316,10 +392,20 @@ def demo(
 ) -> None:
     """Start a local swarm of separate processes, submit GOAL, show progress, print the plan."""
     from agent.demo import DemoConfig, run_demo
+    from agent.goals import GoalTextError, check_goal_text
 
+    # every choice is checked before a process starts
+    try:
+        goal, _ = check_goal_text(goal)
+    except GoalTextError as exc:
+        _fail(str(exc), 2)
+    if model is not None and llm.value in ("auto", "llamacpp"):
+        _check_model_choice(model)
+    if out_dir is not None:
+        _check_writable_dir(out_dir)
     _settings(log_format="console" if sys.stderr.isatty() else "json", log_level="warning")
     cfg = DemoConfig(goal=goal, decomposers=decomposers, scorers=scorers, executors=executors,
-                     observers=observers, llm=llm, mdns=mdns, max_depth=max_depth,
+                     observers=observers, llm=llm.value, mdns=mdns, max_depth=max_depth,
                      max_children=max_children, max_rounds=max_rounds, timeout=timeout,
                      out_dir=out_dir, scripted_latency=scripted_latency, keep=keep, web=web,
                      model=model, out_markdown=out, out_json=json_out)
@@ -445,10 +531,15 @@ def models_install(
     from agent.llm import models
     from agent.llm.base import ModelMissing
 
+    from agent.progress import DownloadProgress
+
     s = _settings(log_level="warning")
+    progress = DownloadProgress(err)  # on stderr: `make models` sends stdout to /dev/null
     try:
-        path = models.install_model(name, s.model_dir, say=lambda m: err.print(m, highlight=False))
+        path = models.install_model(name, s.model_dir, say=lambda m: err.print(m, highlight=False),
+                                    progress=progress)
     except ModelMissing as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(1)
+        progress.close()
+        _fail(str(exc), 1)
+    progress.close()
     print(path)

@@ -18,6 +18,7 @@ from rich.console import Console
 from agent.behaviour.work import DEFAULT_STRATEGIES
 from agent.goals import plan_params
 from agent.core.events import Goal
+from agent.progress import PlanProgress
 from agent.render import markdown_plan, rich_tree
 from agent.runtime import load_identity, open_runtime
 from agent.net.swarmkey import generate_swarm_key
@@ -125,12 +126,27 @@ def llm_used(log_dir: Path) -> str:
     return ", ".join(sorted(seen)) or "unknown"
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the demo dies, however it dies (kill -9
+    included), so no agent outlives it holding its ports. Linux only; elsewhere a no-op."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def start_one(cfg: DemoConfig, c: Child, children: list[Child], log_dir: Path) -> None:
     idx = int(c.name.rsplit("-", 1)[1]) - 1
     fh = open(log_dir / f"{c.name}.log", "ab")
+    # its own session: a Ctrl-C on the terminal reaches the demo only, which stops the agents
+    # in order (stop()); the demo's death reaches them through the parent-death signal
     c.proc = subprocess.Popen(
         [sys.executable, "-m", "agent", "run"], env=child_env(cfg, c, children, idx),
         stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
     )
     fh.close()
 
@@ -195,20 +211,16 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, console: Co
         electorate = [c.peer_id for c in children if c.role == "scorer"]
         goal = await rt.publish(Goal(title=cfg.goal, params=plan_params(settings, electorate)))
         t_goal = time.monotonic()
-        last = ""
-        with trio.move_on_after(cfg.timeout) as scope:
+        with trio.move_on_after(cfg.timeout) as scope, PlanProgress(console) as progress:
             while not rt.tree().is_done(goal.id):
-                await rt.wait_change(2.0)
+                progress.update(rt.tree().counts())
+                await rt.wait_change(1.0)
                 dead = [c for c in children if c.proc and c.proc.poll() is not None]
                 if dead:
                     names = ", ".join(f"{c.name} (exit {c.proc.returncode})" for c in dead)
                     nursery.cancel_scope.cancel()
                     return 2, f"agents died: {names}\n{_tail(root / 'logs' / (dead[0].name + '.log'))}"
-                counts = rt.tree().counts()
-                line = "  ".join(f"{k}={v}" for k, v in counts.items() if v)
-                if line != last:
-                    last = line
-                    console.print(f"[dim]{time.monotonic() - t_goal:6.1f}s[/dim]  {line}")
+            progress.update(rt.tree().counts())
         tree = rt.tree()
         nursery.cancel_scope.cancel()
     if scope.cancelled_caught:
@@ -238,20 +250,43 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, console: Co
     return 0, ""
 
 
+def _route_signals() -> dict[int, object]:
+    """SIGINT, SIGTERM and SIGHUP all stop the demo the same way, wherever it is (starting
+    agents, inside trio, holding the swarm with --keep): SIGINT raises KeyboardInterrupt (trio
+    delivers it at a safe point), and SIGTERM/SIGHUP are turned into a SIGINT to ourselves.
+    SIGINT gets Python's handler back even when it was ignored at start: a background job of a
+    script (`demo &`) starts with SIGINT ignored, and `kill -INT` must still stop it.
+    Returns the previous handlers."""
+    got: dict[str, int] = {}
+
+    def forward(signum: int, _frame: object) -> None:
+        got.setdefault("signal", signum)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGHUP, forward)
+    _route_signals.got = got  # type: ignore[attr-defined]
+    return before
+
+
 def run_demo(cfg: DemoConfig) -> int:
     console = Console()
     root = cfg.out_dir or Path("out") / time.strftime("demo-%Y%m%d-%H%M%S")
     (root / "logs").mkdir(parents=True, exist_ok=True)
-    children = plan_children(cfg, root)
-    console.print(f"starting {len(children)} agents ({cfg.decomposers} decomposers, {cfg.scorers} scorers, "
-                  f"{cfg.executors} executors, {cfg.observers} observers; llm={cfg.llm}); logs in {root / 'logs'}")
-    start(cfg, children, root / "logs")
-    for c in children:
-        if c.web_port:
-            console.print(f"web view ({c.name}): [bold]http://127.0.0.1:{c.web_port}/[/bold]  "
-                          "(the live tree, splits, votes, claims; submit goals and vote from the page)")
+    before = _route_signals()
+    children: list[Child] = []
     code, reason = 1, "interrupted"
     try:
+        children = plan_children(cfg, root)
+        console.print(f"starting {len(children)} agents ({cfg.decomposers} decomposers, {cfg.scorers} scorers, "
+                      f"{cfg.executors} executors, {cfg.observers} observers; llm={cfg.llm}); logs in {root / 'logs'}")
+        start(cfg, children, root / "logs")
+        for c in children:
+            if c.web_port:
+                console.print(f"web view ({c.name}): [bold]http://127.0.0.1:{c.web_port}/[/bold]  "
+                              "(the live tree, splits, votes, claims; submit goals and vote from the page)")
         code, reason = trio.run(_drive, cfg, children, root, console)
         if cfg.keep and code == 0:
             urls = [f"http://127.0.0.1:{c.web_port}/" for c in children if c.web_port]
@@ -259,11 +294,25 @@ def run_demo(cfg: DemoConfig) -> int:
                           "submit more goals; Ctrl-C stops every agent")
             while all(c.proc is None or c.proc.poll() is None for c in children):
                 time.sleep(0.5)
-    except KeyboardInterrupt:
+    except BaseException as exc:
+        # trio's nurseries deliver Ctrl-C wrapped in exception groups
+        if not (isinstance(exc, KeyboardInterrupt) or (
+                isinstance(exc, BaseExceptionGroup) and exc.subgroup(KeyboardInterrupt) is not None)):
+            raise
+        sig = _route_signals.got.get("signal", signal.SIGINT)  # type: ignore[attr-defined]
         if not (cfg.keep and code == 0):
-            code, reason = 130, "interrupted"
+            code, reason = 128 + sig, f"stopped by {signal.Signals(sig).name}"
     finally:
-        stop(children)
-    if code:
+        # a second signal must not cut the stopping short and orphan an agent
+        for sig in before:
+            signal.signal(sig, signal.SIG_IGN)
+        try:
+            stop(children)
+        finally:
+            for sig, handler in before.items():
+                signal.signal(sig, handler)  # type: ignore[arg-type]
+    if code > 128:
+        console.print(f"demo {reason}: every agent it started is stopped", highlight=False)
+    elif code:
         console.print(f"[red]demo failed:[/red] {reason}", highlight=False)
     return code

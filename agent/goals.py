@@ -14,6 +14,41 @@ class SubmitError(RuntimeError):
     pass
 
 
+TITLE_MAX = Goal.model_fields["title"].metadata[-1].max_length
+DESCRIPTION_MAX = Goal.model_fields["description"].metadata[-1].max_length
+
+
+class GoalTextError(ValueError):
+    """A goal's title or description cannot be published; ``field`` names which, the message
+    says why in one line (the CLI and the web form show it as it is)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def check_goal_text(title: object, description: object = "") -> tuple[str, str]:
+    """The goal's title (whitespace runs folded to one space) and description (stripped), or
+    GoalTextError: empty or blank, too long, not text. Checked before anything joins the
+    swarm, so a refused goal costs nothing and publishes nothing."""
+    if not isinstance(title, str) or not title.strip():
+        raise GoalTextError("title", "the goal is empty: write what to plan, e.g. "
+                                     "'Plan a two-week trip to Japan'")
+    title = " ".join(title.split())
+    if len(title) > TITLE_MAX:
+        raise GoalTextError("title", f"the goal is {len(title):,} characters; at most {TITLE_MAX} "
+                                     "(put the details in the description)")
+    if description is None:
+        description = ""
+    if not isinstance(description, str):
+        raise GoalTextError("description", "the description must be text")
+    description = description.strip()
+    if len(description) > DESCRIPTION_MAX:
+        raise GoalTextError("description", f"the description is {len(description):,} characters; "
+                                           f"at most {DESCRIPTION_MAX:,}")
+    return title, description
+
+
 def plan_params(settings: Settings, electorate: list[str]) -> PlanParams:
     electorate = sorted(set(electorate))
     return PlanParams(electorate=tuple(electorate), quorum=settings.quorum_for(len(electorate)),
@@ -38,12 +73,6 @@ def known_scorers(rt: Runtime, expected: int = 0) -> list[str]:
     live = set(rt.net.connected) if rt.net is not None else set()
     connected = [p for p in announced if p in live]
     return connected if expected and len(connected) >= expected else announced
-
-
-async def wait_for_peers(rt: Runtime, count: int, timeout: float) -> None:
-    with trio.fail_after(timeout):
-        while len(rt.net.connected) < count:
-            await trio.sleep(0.1)
 
 
 async def choose_electorate(settings: Settings, rt: Runtime, timeout: float) -> list[str]:

@@ -48,16 +48,21 @@ def rich_tree(tree: Tree) -> RichTree:
     return top
 
 
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>&#|~!])")
+
+
+def md_escape(text: str) -> str:
+    """Plain text (a title a person or an LLM wrote) as Markdown that shows exactly that text:
+    every character Markdown or HTML would read as markup is backslash-escaped (CommonMark
+    allows it before any ASCII punctuation), line breaks become spaces. So a title such as
+    `<img src=x onerror=...>` stays text in any renderer, never a tag."""
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+
+
 def _text(value: Any) -> str:
     if isinstance(value, Mapping):
         value = value.get("output") or value.get("text")
     return str(value or "").strip()
-
-
-def md_escape(text: str) -> str:
-    """Text safe inside Markdown: markup characters a title may carry are escaped, so a goal
-    titled ``<img src=x onerror=...>`` stays text in any renderer."""
-    return re.sub(r"([\\`*_\[\]<>#|])", r"\\\1", " ".join(str(text).split()))
 
 
 BRIEF_LABELS = {"duration": "Duration", "dates": "Dates", "budget": "Budget", "currency": "Currency",

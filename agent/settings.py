@@ -186,7 +186,10 @@ class Settings(BaseSettings):
     @classmethod
     def _expand_data_dir(cls, v: object) -> object:
         if isinstance(v, (str, Path)) and "{" in str(v):
-            return expand_data_dir(str(v))
+            try:
+                return expand_data_dir(str(v))
+            except OSError as exc:  # mkdir or the lock file: read-only, no permission, a file
+                raise ValueError(f"cannot use {v}: {exc.strerror or exc}") from None
         return v
 
     @field_validator("llamacpp_model", mode="before")
@@ -199,6 +202,17 @@ class Settings(BaseSettings):
     def _split_peers(cls, v: object) -> object:
         if isinstance(v, str):
             return [p.strip() for p in v.split(",") if p.strip()]
+        return v
+
+    @field_validator("peers")
+    @classmethod
+    def _check_peers(cls, v: list[str]) -> list[str]:
+        # refused here, before any command joins the swarm, rather than by the network layer
+        if v:
+            from agent.net.discovery import parse_peer_addr
+
+            for text in v:
+                parse_peer_addr(text)  # ValueError names the bad entry and the expected form
         return v
 
     _psk: bytes | None = PrivateAttr(None)
@@ -274,13 +288,34 @@ class SettingsError(RuntimeError):
     """Configuration is invalid; the message names every bad field."""
 
 
+def check_data_dir(path: Path) -> None:
+    """SettingsError unless an agent can keep its key and log in ``path``: created if missing,
+    and a file written, synced and removed there. Checked before the agent joins the swarm, so
+    a read-only or full volume is one line at start rather than a traceback once it has peers."""
+    probe = path / f".write-test-{os.getpid()}"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, b"ok")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        probe.unlink()
+    except OSError as exc:
+        raise SettingsError(f"SWARM_DATA_DIR {path} is not writable: {exc.strerror or exc} "
+                            "(an agent keeps its key and event log there)") from None
+
+
 def load_settings(**overrides: object) -> Settings:
     try:
         return Settings(**overrides)  # type: ignore[arg-type]
     except ValidationError as exc:
-        lines = []
+        parts = []
         for err in exc.errors():
             loc = ".".join(str(p) for p in err["loc"]) or "settings"
             env = f"SWARM_{loc.upper()}" if err["loc"] else "settings"
-            lines.append(f"  {env}: {err['msg']}")
-        raise SettingsError("invalid configuration:\n" + "\n".join(lines)) from None
+            msg = err["msg"].removeprefix("Value error, ").replace("\n", " ")
+            parts.append(f"{env}: {msg}")
+        # one line: what a user reads in a terminal or a container log
+        raise SettingsError("invalid configuration: " + "; ".join(parts)) from None

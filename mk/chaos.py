@@ -4,6 +4,13 @@ plan until its root is done. Standard library only (runs on the host, outside th
 
   python3 mk/chaos.py --compose "docker compose" --goal "Plan a two-week trip to Japan"
 
+Success (exit 0) needs all three: the kill happened (the container is no longer running), it
+came while the plan was in progress, and the root was done after it. The last is checked on
+the plan itself, not on when we happened to look: the root's synthesis (its claim, which only
+comes once every child is done) must start after the kill. A plan that finished before the
+victim could be killed proves nothing and exits 3, saying so (give the LLM more time per
+answer: on the podman cluster `SWARM_SCRIPTED_LATENCY`).
+
 Also imported by tests/test_cluster_podman.py (compose_cmd/observe/find_goal/summary).
 """
 
@@ -19,7 +26,7 @@ from collections import Counter
 
 # A second process inside a running agent's container must not take the agent's ports or its
 # data directory: give it an ephemeral libp2p port, no metrics server and its own store.
-ONE_SHOT_ENV = {"SWARM_LISTEN_PORT": "0", "SWARM_METRICS_PORT": "0"}
+ONE_SHOT_ENV = {"SWARM_LISTEN_PORT": "0", "SWARM_METRICS_PORT": "0", "SWARM_WEB_PORT": "0"}
 
 
 def compose_cmd(compose: str | list[str], *args: str) -> list[str]:
@@ -74,7 +81,26 @@ def summary(node: dict) -> str:
 
 
 def in_progress(node: dict | None) -> bool:
-    return node is not None and (bool(node.get("children")) or node.get("state") not in (None, "open"))
+    """Work has begun on the plan and it is not finished: a done root is not in progress."""
+    if node is None or node.get("state") == "done":
+        return False
+    return bool(node.get("children")) or node.get("state") not in (None, "open")
+
+
+def synthesis_start_ms(node: dict) -> int | None:
+    """When the root's counted synthesis was claimed (wall ms), or None if it was never."""
+    starts = [c.get("start") for c in node.get("claims") or [] if isinstance(c.get("start"), int)]
+    return min(starts) if starts else None
+
+
+def running(compose, service: str) -> bool:
+    """Does `service` still run? `exec` into it: the same on Docker Compose and podman-compose."""
+    try:
+        r = subprocess.run(compose_cmd(compose, "exec", "-T", service, "true"),
+                           capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return True
+    return r.returncode == 0
 
 
 def main() -> int:
@@ -93,7 +119,7 @@ def main() -> int:
 
     say(f"submitting: {a.goal!r}")
     submit(a.compose, a.goal)
-    killed = False
+    killed_at: float | None = None  # wall clock, seconds
     last = ""
     while time.monotonic() - t0 < a.timeout:
         try:
@@ -107,17 +133,33 @@ def main() -> int:
         if line != last:
             say(f"{line}  digest={tree.get('digest', '?')[:12]}")
             last = line
-        if not killed and in_progress(node):
+        if killed_at is None and node is not None and node.get("state") == "done":
+            say(f"FAILED: the plan was done before {a.victim} could be killed: nothing proven. "
+                "Give the LLM more time per answer (podman cluster: make up SWARM_SCRIPTED_LATENCY=10)")
+            return 3
+        if killed_at is None and in_progress(node):
             say(f"plan in progress: killing {a.victim}")
             r = subprocess.run(compose_cmd(a.compose, "kill", a.victim), capture_output=True, text=True)
             if r.returncode != 0:
-                say(f"kill failed: {r.stderr.strip()[-500:]}")
-            killed = True
+                say(f"FAILED: kill {a.victim}: {r.stderr.strip()[-500:]}")
+                return 4
+            killed_at = time.time()
+            if running(a.compose, a.victim):
+                say(f"FAILED: {a.victim} is still running after the kill")
+                return 4
+            say(f"{a.victim} killed")
         if node is not None and node.get("state") == "done":
-            say(f"root done (killed {a.victim}: {killed}); digest {tree.get('digest')}")
+            start = synthesis_start_ms(node)
+            if killed_at is None or start is None or start / 1000 < killed_at:
+                say(f"FAILED: the root's synthesis began before {a.victim} was killed: the plan was "
+                    "finished without it, nothing proven. Give the LLM more time per answer "
+                    "(podman cluster: make up SWARM_SCRIPTED_LATENCY=10)")
+                return 3
+            say(f"root done: its synthesis began {start / 1000 - killed_at:.1f}s after {a.victim} "
+                f"was killed; digest {tree.get('digest')}")
             return 0
         time.sleep(a.poll)
-    say(f"timeout after {a.timeout:.0f}s: root not done")
+    say(f"FAILED: timeout after {a.timeout:.0f}s: root not done")
     return 1
 
 

@@ -2,7 +2,10 @@
 #   make up [SCALE_SCORERS=5] [SCALE_EXECUTORS=3] [OLLAMA_MODEL=llama3.2:1b]
 #     (on first use writes a private-network key into .env: SWARM_KEY=<64 hex>; make swarm-key)
 #   make submit GOAL="Plan a two-week trip to Japan"    make chaos [GOAL=...]
-#   make logs [SERVICE=observer]   make observe   make ps   make down   make image
+#   make logs [SERVICE=observer]   make observe   make ps   make kill SERVICE=decomposer-2
+#   make down   make down DOWN_FLAGS=-v (also deletes the volumes)   make image
+# `make up` remembers SCALE_SCORERS/SCALE_EXECUTORS in the env file (.env), so plain compose
+# commands later (`docker compose up -d --force-recreate`) and the next `make up` keep them.
 # Uses `docker compose` when it works, else podman-compose (PATH or .venv). On a host prepared
 # by scripts/containers/setup.sh (no registry: podman + a local base image), it adds
 # scripts/containers/compose.podman.yml (scripted LLM, no ollama/grafana, Debian Prometheus) and
@@ -11,13 +14,15 @@
 CLUSTER_ROOT := $(patsubst %/,%,$(dir $(abspath $(dir $(lastword $(MAKEFILE_LIST))))))
 CTR_DIR := $(CLUSTER_ROOT)/scripts/containers
 
-SCALE_SCORERS ?= 3
-SCALE_EXECUTORS ?= 2
 OLLAMA_MODEL ?= llama3.2:1b
 SWARM_IMAGE ?= swarm-planner:latest
 GOAL ?= Plan a two-week trip to Japan
 # where Compose reads SWARM_KEY (and any other variable) from: beside docker-compose.yml
 ENV_FILE ?= $(CLUSTER_ROOT)/.env
+# the scale last given to `make up` (in ENV_FILE), else 3 scorers and 2 executors
+env_value = $(shell sed -n 's/^[[:space:]]*$(1)[[:space:]]*=[[:space:]]*\([0-9][0-9]*\)[[:space:]]*$$/\1/p' $(ENV_FILE) 2>/dev/null | tail -1)
+SCALE_SCORERS ?= $(or $(call env_value,SCALE_SCORERS),3)
+SCALE_EXECUTORS ?= $(or $(call env_value,SCALE_EXECUTORS),2)
 SERVICE ?=
 CHAOS_TIMEOUT ?= 1800
 export SCALE_SCORERS SCALE_EXECUTORS OLLAMA_MODEL SWARM_IMAGE
@@ -48,7 +53,7 @@ endif
 ENV_FILE_FLAG := $(if $(filter $(abspath $(ENV_FILE)),$(CLUSTER_ROOT)/.env),,--env-file $(ENV_FILE))
 DC = $(COMPOSE) $(COMPOSE_FILES) $(ENV_FILE_FLAG)
 
-.PHONY: up down logs ps submit observe chaos image cluster-check local-images swarm-key
+.PHONY: up down logs ps submit observe chaos kill image cluster-check local-images swarm-key
 
 cluster-check:
 	@test -n "$(COMPOSE)" || { echo "need 'docker compose' or podman-compose (scripts/containers/setup.sh installs it)"; exit 1; }
@@ -68,9 +73,17 @@ image: cluster-check local-images
 swarm-key:
 	@$(CTR_DIR)/swarm-key.sh "$(ENV_FILE)"
 
+# What podman prints on a host without systemd (or syslog), per container, about healthchecks
+# it cannot schedule: not a failure. Hidden from `make up`, and said once in words.
+PODMAN_NOISE := -e "unable to get systemd connection to .* healthchecks" -e "^failed to connect to syslog"
+PODMAN_NOTE := podman: no systemd here, so healthchecks are not scheduled (podman reports that as an error for every container: hidden). The agents retry peers and their LLM by themselves; podman healthcheck run CONTAINER runs one check by hand.
+
 up: image swarm-key
-	$(DC) up -d
-	@echo "scorers=$(SCALE_SCORERS) executors=$(SCALE_EXECUTORS) model=$(OLLAMA_MODEL)"
+	@$(CTR_DIR)/env-set.sh "$(ENV_FILE)" SCALE_SCORERS=$(SCALE_SCORERS) SCALE_EXECUTORS=$(SCALE_EXECUTORS)
+	@set -o pipefail; $(DC) up -d 2>&1 | { grep -v $(PODMAN_NOISE) || true; }
+	@$(if $(findstring podman,$(COMPOSE)),echo "$(PODMAN_NOTE)",true)
+	@echo "scorers=$(SCALE_SCORERS) executors=$(SCALE_EXECUTORS) (kept in $(ENV_FILE) for later compose commands)"
+	@python3 $(CLUSTER_ROOT)/mk/llm_in_use.py --compose "$(DC)"
 	@echo "observer metrics: http://127.0.0.1:9101/metrics  Prometheus: http://127.0.0.1:9090"
 	@$(if $(PODMAN_LOCAL),true,echo "Grafana: http://127.0.0.1:3000 (dashboard Swarm)")
 
@@ -87,15 +100,24 @@ logs: cluster-check
 ps: cluster-check
 	$(DC) ps
 
+# a second process inside the observer's container takes none of its ports (libp2p, metrics,
+# the web page: mk/chaos.py's ONE_SHOT_ENV) and a data directory of its own
+ONE_SHOT := -e SWARM_LISTEN_PORT=0 -e SWARM_METRICS_PORT=0 -e SWARM_WEB_PORT=0
+
 submit: export GOAL := $(GOAL)
 submit: cluster-check
-	$(DC) exec -T -e SWARM_LISTEN_PORT=0 -e SWARM_METRICS_PORT=0 -e SWARM_DATA_DIR=/tmp/swarm-submit \
-	  observer python -m agent submit "$$GOAL"
+	$(DC) exec -T $(ONE_SHOT) -e SWARM_DATA_DIR=/tmp/swarm-submit observer python -m agent submit "$$GOAL"
 
-# the live tree in your terminal: a second, throw-away observer inside the observer container
+# the live tree in your terminal: a second, throw-away observer inside the observer container,
+# with readable warnings only (the compose environment's JSON info lines would bury the tree)
 observe: cluster-check
-	$(DC) exec -e SWARM_LISTEN_PORT=0 -e SWARM_METRICS_PORT=0 -e SWARM_DATA_DIR=/tmp/swarm-observe \
-	  observer python -m agent observe
+	$(DC) exec $(ONE_SHOT) -e SWARM_DATA_DIR=/tmp/swarm-observe -e SWARM_LOG_FORMAT=console \
+	  -e SWARM_LOG_LEVEL=warning observer python -m agent observe
+
+# `docker compose kill decomposer-2`, on either engine
+kill: cluster-check
+	@test -n "$(SERVICE)" || { echo "name the service: make kill SERVICE=decomposer-2"; exit 1; }
+	$(DC) kill $(SERVICE)
 
 chaos: export GOAL := $(GOAL)
 chaos: cluster-check

@@ -11,12 +11,18 @@ the machine) and an env file of its own holding a fresh SWARM_KEY, then:
      podman-compose) and got the SWARM_KEY;
   3. Prometheus scrapes every agent (`up == 1`), queried on a port published on 127.0.0.1;
   4. every agent holds its own directory in the agent-data volume: its key, its log;
-  5. a goal is submitted; once the plan is in progress decomposer-2 is killed;
-  6. `observe --once --json` is polled until the goal's root is done;
+  5. `make chaos` (the README's command, on this cluster): it submits a goal, kills
+     decomposer-2 once the plan is in progress and follows the plan until the root is done;
+     it exits 0 only if the kill landed mid-plan and the root's synthesis began after it (the
+     scripted LLM answers in 5 s, so a plan takes a few minutes);
+  6. `make observe`: the live tree in the terminal, no port clash with the observer, no JSON
+     log lines, the finished plan shown;
   7. every surviving agent's stored log folds to the same digest and event count;
-  8. `up -d --force-recreate`: every container is new (decomposer-2 comes back too), and every
-     service resumes the same peers (peer ids from the keys) from the same directories, each
-     reloading its log; the swarm converges to the same digest;
+  8. `up -d --force-recreate`, plain, with no SCALE_* in the environment: the scale `make up`
+     was given (3 executors, not the default 2) comes back from the env file; every container
+     is new (decomposer-2 comes back too), and every service resumes the same peers (peer ids
+     from the keys) from the same directories, each reloading its log; the swarm converges to
+     the same digest;
   9. a fresh observer container with no volume (started by testcontainers) learns that plan.
 
 Containers are driven through podman's Docker-compatible API with testcontainers
@@ -71,7 +77,7 @@ PROJECT = f"swarmtest{os.getpid()}"
 NAMED = ["decomposer-1", "decomposer-2", "decomposer-3", "observer"]
 SCALED = ["scorer", "executor"]
 AGENT_SERVICES = ["decomposer-1", "decomposer-2", "decomposer-3", "scorer", "executor", "observer"]
-SCORERS, EXECUTORS = 3, 2
+SCORERS, EXECUTORS = 3, 3  # 3 executors: not the default, so a re-creation must remember it
 GOAL = "Plan a two-week trip to Japan"
 BUDGET = 14 * 60  # seconds for the whole scenario; teardown comes on top
 HOST_CA = "/etc/ssl/certs/ca-certificates.crt"
@@ -136,12 +142,11 @@ def _set_env(mp: pytest.MonkeyPatch, tmp: Path) -> Path:
     (tmp / "containers.conf").write_text(conf)
     mp.setenv("CONTAINERS_CONF", str(tmp / "containers.conf"))
     mp.setenv("CONTAINERS_REGISTRIES_CONF", str(CTR / "registries.conf"))
-    mp.setenv("SCALE_SCORERS", str(SCORERS))
-    mp.setenv("SCALE_EXECUTORS", str(EXECUTORS))
     mp.setenv("SWARM_IMAGE", IMAGE)
     mp.setenv("TESTCONTAINERS_RYUK_DISABLED", "true")  # its image cannot be pulled here
+    # the scale comes from `make up SCALE_...=` and then from the env file only
     for k in ("SWARM_QUORUM", "SWARM_PEERS", "SWARM_LLM", "SWARM_KEY", "COMPOSE_PROJECT_NAME",
-              "DOCKER_HOST"):
+              "DOCKER_HOST", "SCALE_SCORERS", "SCALE_EXECUTORS", "SWARM_SCRIPTED_LATENCY"):
         mp.delenv(k, raising=False)
     env_file = tmp / "compose.env"
     r = subprocess.run([str(CTR / "swarm-key.sh"), str(env_file)], capture_output=True, text=True,
@@ -228,6 +233,7 @@ AGENT_OVERRIDE = """\
     depends_on: !reset {{}}
     environment:
       SWARM_LLM: scripted
+      SWARM_SCRIPTED_LATENCY: "5"
       SWARM_SWARM: {project}
 """
 
@@ -247,8 +253,15 @@ class Cluster:
         self.override = tmp / "compose.test.yml"
         self.override.write_text(OVERRIDE.format(prom_image=PROM_IMAGE, prom_port=self.prom_port,
                                                  agents=agents))
+        self.env_file = env_file
         self.compose = [PODMAN_COMPOSE, "-p", PROJECT, "--env-file", str(env_file),
                         "-f", str(ROOT / "docker-compose.yml"), "-f", str(self.override)]
+        # the README's make targets, pointed at this cluster (the image is built by the test:
+        # -o image; PODMAN_LOCAL empty: the test's own engine settings, already exported)
+        self.make = ["make", "--no-print-directory", "-C", str(ROOT), "-o", "image",
+                     f"COMPOSE={PODMAN_COMPOSE} -p {PROJECT}",
+                     f"COMPOSE_FILES=-f {ROOT / 'docker-compose.yml'} -f {self.override}",
+                     f"ENV_FILE={env_file}", "PODMAN_LOCAL=", f"SWARM_IMAGE={IMAGE}"]
         self.log: list[str] = []
         self.t0 = time.monotonic()
 
@@ -417,8 +430,14 @@ def test_cluster_survives_losing_a_decomposer_and_keeps_identity(cluster: Cluste
         env=cni)
     c.step(f"built {IMAGE} from the unchanged Dockerfile")
 
-    # --- up ----------------------------------------------------------------------------------
-    run(c.compose + ["up", "-d"], timeout=300)
+    # --- make up ------------------------------------------------------------------------------
+    r = run(c.make + ["up", f"SCALE_SCORERS={SCORERS}", f"SCALE_EXECUTORS={EXECUTORS}"], timeout=300)
+    c.step("make up: " + " | ".join(ln for ln in r.stdout.splitlines() if ln.startswith(("scorers=", "llm:"))))
+    assert "llm: scripted" in r.stdout, f"make up did not name the LLM the agents run:\n{r.stdout[-2000:]}"
+    assert "model=llama3.2" not in r.stdout, r.stdout[-2000:]
+    assert "level=error" not in r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
+    env_lines = c.env_file.read_text().splitlines()
+    assert f"SCALE_EXECUTORS={EXECUTORS}" in env_lines and f"SCALE_SCORERS={SCORERS}" in env_lines
     expected = 3 + SCORERS + EXECUTORS + 1
     agents = c.agent_containers(running_only=False)
     assert len(agents) == expected, f"{len(agents)} agent containers, want {expected}: {agents}"
@@ -474,34 +493,47 @@ def test_cluster_survives_losing_a_decomposer_and_keeps_identity(cluster: Cluste
     assert len({p["peer"] for p in before.values()}) == expected, "every agent has its own key"
     c.step(f"each agent holds its own directory of the agent-data volume: {want_dirs}")
 
-    # --- 5. submit, kill decomposer-2 mid-plan ------------------------------------------------
-    chaos.submit(c.compose, GOAL)
-    c.step("goal submitted")
-
-    def in_progress():
-        node = chaos.find_goal(chaos.observe(c.compose), GOAL)
-        return chaos.in_progress(node) or f"not in progress: {node and chaos.summary(node)}"
-
-    c.poll("plan in progress", in_progress, 180)
-    run(c.compose + ["kill", "decomposer-2"])
+    # --- 5. make chaos: submit, kill decomposer-2 mid-plan, the root gets done without it --------
+    r = run(c.make + ["chaos", f"GOAL={GOAL}", f"CHAOS_TIMEOUT={int(max(c.left() - 300, 120))}"],
+            timeout=max(c.left() - 240, 180), check=False)
+    for line in r.stdout.splitlines():
+        c.step(f"  chaos: {line}")
+    assert r.returncode == 0, f"make chaos failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}"
+    assert "killing decomposer-2" in r.stdout and "after decomposer-2 was killed" in r.stdout
     killed = [n for n, s in c.agent_containers(running_only=False).items() if s == "decomposer-2"]
     assert killed and all(n not in c.agent_containers() for n in killed)
-    c.step("plan in progress: killed decomposer-2")
+    node = chaos.find_goal(chaos.observe(c.compose), GOAL)
+    assert node is not None and node["state"] == "done"
+    c.step("make chaos: decomposer-2 killed mid-plan; root done after it")
 
-    # --- 6. the root gets done without it ---------------------------------------------------
-    seen = {}
-
-    def root_done():
-        tree = chaos.observe(c.compose)
-        node = chaos.find_goal(tree, GOAL)
-        line = chaos.summary(node) if node else "goal not seen"
-        if seen.get("line") != line:
-            c.step(line)
-            seen["line"] = line
-        return (node is not None and node.get("state") == "done") or line
-
-    c.poll("root done", root_done, max(c.left() - 240, 60), interval=5)
-    c.step("root done")
+    # --- 6. make observe: the live tree, on a terminal the container allocates ------------------
+    proc = subprocess.Popen(c.make + ["observe"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 120
+        os.set_blocking(proc.stdout.fileno(), False)
+        while time.monotonic() < deadline and proc.poll() is None:
+            chunk = proc.stdout.read() or b""
+            seen += chunk
+            text = seen.decode(errors="replace")
+            if "[done]" in text and GOAL in text and "## " in text:
+                break
+            time.sleep(0.5)
+        seen += proc.stdout.read() or b""
+    finally:
+        os.killpg(proc.pid, 15)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait(timeout=30)
+    text = seen.decode(errors="replace")
+    assert "Address already in use" not in text, text[-3000:]
+    assert "[done]" in text and GOAL in text, f"make observe showed no finished tree:\n{text[-3000:]}"
+    json_lines = [ln for ln in text.splitlines() if ln.lstrip().startswith('{"')]
+    assert not json_lines, f"JSON log lines in the live tree: {json_lines[:3]}"
+    c.step(f"make observe: the live tree with the finished plan ({len(text)} bytes), no JSON lines")
 
     # --- 7. every surviving agent agrees ----------------------------------------------------------
     def agree():
@@ -520,6 +552,8 @@ def test_cluster_survives_losing_a_decomposer_and_keeps_identity(cluster: Cluste
     c.step(f"all surviving agents report one digest {digest[:12]}: {stored} events, {events} log lines")
 
     # --- 8. re-create every container: the same peers resume from their logs -------------------
+    # plain, as a user types it after `make up`: no SCALE_* anywhere but the env file
+    assert "SCALE_EXECUTORS" not in os.environ
     run(c.compose + ["up", "-d", "--force-recreate"], timeout=300)
     now = c.agent_containers(running_only=False)
     assert len(now) == expected, now

@@ -62,3 +62,27 @@ def test_markdown_plan_renders_the_folded_tree():
     assert md.startswith("# Plan a two-week trip to Japan") and "_(being settled)_" in md
     md = markdown_plan(derive(fold([g, brief(u, g.id)]), T0 + 10), g.id)
     assert "- **Dates**: 1-14 April 2027" in md
+
+
+def test_markup_in_titles_stays_text():
+    """A title is text, whoever wrote it: rendered by a CommonMark renderer, no tag, link,
+    emphasis or heading marker of its own survives; the words do."""
+    from markdown_it import MarkdownIt
+
+    from agent.render import md_escape
+
+    evil = "# <img src=x onerror=alert(1)> *bold* [link](javascript:alert(1)) `code` a_b_c &amp; #"
+    doc = markdown_from_json({
+        "title": evil, "description": "<script>alert(2)</script> _x_",
+        "children": [{"title": "<b>Day 1</b> ![i](x)", "result": "ok"}],
+    })
+    html = MarkdownIt("commonmark").render(doc)
+    for tag in ("<img", "<script", "<b>", "<a ", "<strong>", "<code>"):
+        assert tag not in html, (tag, html)
+    # the description's own emphasis, with nothing inside it (the plan's note is one more)
+    assert "<p><em>&lt;script&gt;alert(2)&lt;/script&gt; _x_</em></p>" in html, html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html and "&lt;b&gt;Day 1&lt;/b&gt;" in html
+    assert html.startswith("<h1># &lt;img")  # the title's own leading # is text, not a level
+    assert "&amp;amp;" in html  # an entity in a title is shown as typed
+    assert md_escape("plain words, a-b 3.5") == "plain words, a-b 3.5"  # plain text untouched
+    assert md_escape("two\nlines") == "two lines"  # a title never breaks out of its heading

@@ -62,8 +62,20 @@ def promql(port: int, expr: str) -> list:
 
 
 def dashboard_exprs() -> list[str]:
+    """Every expression, with each template variable at its "All" value (what Grafana sends
+    by default), so the check covers the expressions as shipped."""
     d = json.loads(DASHBOARD.read_text())
-    return [t["expr"] for p in d["panels"] for t in p.get("targets", []) if t.get("expr")]
+    every = {v["name"]: v["allValue"] for v in d["templating"]["list"] if v.get("includeAll")}
+    out = []
+    for p in d["panels"]:
+        for t in p.get("targets", []):
+            if t.get("expr"):
+                e = t["expr"]
+                for name, value in every.items():
+                    e = e.replace(f"${{{name}}}", value).replace(f"${name}", value)
+                assert "$" not in e.replace("$__rate_interval", ""), e
+                out.append(e)
+    return out
 
 
 async def test_metrics_scraped_by_prometheus_and_every_dashboard_query_has_data(tmp_path):

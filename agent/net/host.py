@@ -40,7 +40,7 @@ from .discovery import concrete_ips
 from .gossip import GossipChannel, gossip_topic, make_gossipsub
 from .intake import IngestFn, Intake
 from .liblog import route_library_logs
-from .peers import PeerKeeper
+from .peers import DialFailure, PeerKeeper
 from .rendezvous import DhtRendezvous
 from .stats import NetworkStats
 from .store import EventStore
@@ -128,6 +128,10 @@ class Network:
     def connected(self) -> list[str]:
         """Connected peers of this swarm (peers that do not serve its sync are left out)."""
         return self._peers.connected
+
+    def dial_failures(self) -> list[DialFailure]:
+        """Known peers we could not connect to: the last dial error, failures in a row."""
+        return self._peers.dial_failures()
 
     @property
     def listen_addrs(self) -> list[str]:

@@ -19,6 +19,7 @@ py-libp2p 0.8.1 pitfalls handled here:
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -85,6 +86,14 @@ class _AdvertisedAddrs:
         return self._addrs()
 
 
+@dataclass(frozen=True)
+class DialFailure:
+    peer: str
+    addrs: list[Multiaddr]
+    error: str  # the last one, "TooSlowError: " when the dial timed out
+    failures: int  # in a row
+
+
 class PeerKeeper:
     def __init__(self, *, peer_id: str, static_peers: Sequence[str] = (),
                  reconnect_interval: float = 5.0, mdns: bool = False, log: Any = None,
@@ -124,6 +133,13 @@ class PeerKeeper:
     def connected(self) -> list[str]:
         """Peers with a live connection that belong to our swarm."""
         return sorted(self._connected_set() - self._foreign)
+
+    def dial_failures(self) -> list[DialFailure]:
+        """Known peers we are not connected to whose last dial failed: what a short-lived
+        command says when it found nobody to talk to."""
+        up = self._connected_set()
+        return [DialFailure(p.peer_id, list(p.addrs), p.last_error, p.backoff.failures)
+                for p in self.book.peers.values() if p.last_error and p.peer_id not in up]
 
     def _connected_set(self) -> set[str]:
         if self._host is None:

@@ -2,12 +2,16 @@
 
 The page's identity is one more elector wherever a goal's electorate names it (the submit form
 can add it). The person judges splits (approve or reject, with written feedback). The page's
-agent casts no vote on a node until the person judged one of its splits; from then on
-everything is the Scorer's, unchanged: when to prevote (the table is ready, a polka or a lock
-overrides the person's choice), when to precommit (only after a polka), NIL on a split round,
-moving rounds, LEAF once rounds ran out. So a person's approval becomes prevotes and precommits
-under the same safety rules as every scorer's, and a person who does nothing never blocks a
-quorum the other electors can reach.
+agent casts no vote on a node until the person judged one of its splits; from then on the
+Scorer's rules decide when to vote and what the protocol allows (the table is ready, a polka
+or a lock comes first, precommit only after a polka, NIL on a split round, moving rounds, the
+fallback once rounds ran out), with one more rule on top: **the page votes only what the person
+approved**. A prevote or precommit for a split the person did not approve (a polka for another
+split, the fallback round's split) or for LEAF is not cast: the page abstains, which is always
+safe (an absent elector never makes two values pass) and never blocks a quorum the other
+electors can reach. NIL (rejecting every split; a round without agreement) is cast as usual:
+it chooses nothing. The card says so, and the person can still approve the split the others
+converge on, which then becomes the page's vote.
 
 Where the page's identity is not an elector, the judgment is still published as a ``Score``:
 shown to everyone, and fed back to the decomposers for their refinements, but not counted.
@@ -22,7 +26,8 @@ from typing import Any
 
 from agent.behaviour.effects import Effect, Publish, log
 from agent.behaviour.scorer import Scorer
-from agent.core.events import Score
+from agent.core.consensus import NIL
+from agent.core.events import Score, Vote
 from agent.core.scoring import Verdict
 from agent.core.tree import NodeView, Tree
 
@@ -52,6 +57,7 @@ class PersonScorer(Scorer):
     def __init__(self, me: str, timing: Any = None, seed: int = 0, decomposers: int = 1) -> None:
         super().__init__(me, timing, seed, decomposers=decomposers)
         self.inbox: list[Judgment] = []
+        self.abstained: set[tuple[str, int, str, str]] = set()  # (node, round, phase, value)
 
     # ------------------------------------------------------------------ from the page
     def judge(self, j: Judgment) -> None:
@@ -120,7 +126,34 @@ class PersonScorer(Scorer):
                     self.verdicts[p.id] = Verdict(mine.specificity, mine.non_overlap, mine.coverage,
                                                   mine.feedback, hard_fail=not mine.acceptable)
 
-    def _prevote_choice(self, n: NodeView, o: Any, r: int, now: int, wake: list[int]) -> str | None:
+    def approved(self, value: str) -> bool:
+        """May the page vote this value in the person's name? NIL (it chooses nothing) or a
+        split the person approved; never LEAF or a split the person did not approve."""
+        if value == NIL:
+            return True
+        v = self.verdicts.get(value)
+        return v is not None and v.acceptable
+
+    def brief_votable(self, n: NodeView) -> bool:
+        return False  # the person settles a brief by amending it (as its goal's author), not by votes
+
+    def reviewable(self, n: NodeView) -> bool:
+        return False  # the person judges splits; results are read by the other electors
+
+    def _step(self, b: Any, now: int, wake: list[int]) -> list[Effect]:
+        out = super()._step(b, now, wake)
+        vote = next((e.body for e in out if isinstance(e, Publish) and isinstance(e.body, Vote)), None)
+        if vote is None or self.approved(vote.value):
+            return out
+        n = b.node
+        key = (b.slot, vote.round, vote.phase, vote.value)
+        if key in self.abstained:
+            return []
+        self.abstained.add(key)
+        return [log("info", "person's page abstains: the person did not approve this value",
+                    node=n.id, round=vote.round, phase=vote.phase, value=vote.value)]
+
+    def _split_choice(self, n: NodeView, o: Any, r: int, now: int, wake: list[int]) -> str | None:
         # A person need not judge every split: approving one is choosing it, so the splits the
         # person left unjudged count as not chosen. Nothing judged yet: no choice (the polka and
         # lock rules in Scorer still apply first).
@@ -129,15 +162,15 @@ class PersonScorer(Scorer):
             saved = self.verdicts
             self.verdicts = {**saved, **{p.id: _not_chosen() for p in n.proposals if p.id not in mine}}
             try:
-                return super()._prevote_choice(n, o, r, now, wake)
+                return super()._split_choice(n, o, r, now, wake)
             finally:
                 self.verdicts = saved
-        return super()._prevote_choice(n, o, r, now, wake)
+        return super()._split_choice(n, o, r, now, wake)
 
     def leaf_ok(self, n: NodeView) -> bool:
         return False  # a person rejecting every split asks for better ones (NIL), never LEAF
 
-    def _next_job(self, tree: Tree) -> list[Effect]:
+    def _next_job(self, tree: Tree, now: int) -> list[Effect]:
         return []  # the person is the judge: no LLM request, ever
 
     def _answered(self, ticket: int, answer: Any, tree: Tree, now: int) -> list[Effect]:

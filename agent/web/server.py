@@ -41,7 +41,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from agent.goals import SubmitError, choose_electorate, make_goal
+from agent.goals import (
+    DESCRIPTION_MAX, TITLE_MAX, GoalTextError, SubmitError, check_goal_text, choose_electorate,
+    make_goal,
+)
 from agent.supervise import supervise
 from agent.core.events import Goal, PlanParams, canonical
 from agent.driver import Driver
@@ -79,8 +82,6 @@ def _bounds(field: str) -> tuple[int, int]:
     return lo, hi
 
 
-TITLE_MAX = Goal.model_fields["title"].metadata[-1].max_length
-DESCRIPTION_MAX = Goal.model_fields["description"].metadata[-1].max_length
 FORM = {  # form field -> (PlanParams field, label)
     "depth": ("max_depth", "depth"),
     "width": ("max_children", "width (subgoals per split)"),
@@ -117,20 +118,10 @@ def parse_goal_form(data: Any, settings: Settings) -> dict[str, Any]:
     """Check the submit form's fields; raises FormError with a message for the person."""
     if not isinstance(data, dict):
         raise FormError(None, "expected a JSON object")
-    title = data.get("title")
-    description = data.get("description") or ""
-    if not isinstance(title, str) or not title.strip():
-        raise FormError("title", "Write a goal: the goal is empty.")
-    title = " ".join(title.split())
-    if len(title) > TITLE_MAX:
-        raise FormError("title", f"The goal is {len(title):,} characters; at most {TITLE_MAX}. "
-                                 "Put the details in the description.")
-    if not isinstance(description, str):
-        raise FormError("description", "the description must be text")
-    description = description.strip()
-    if len(description) > DESCRIPTION_MAX:
-        raise FormError("description", f"The description is {len(description):,} characters; "
-                                       f"at most {DESCRIPTION_MAX:,}.")
+    try:
+        title, description = check_goal_text(data.get("title"), data.get("description") or "")
+    except GoalTextError as exc:
+        raise FormError(exc.field, str(exc)) from None
     defaults = {"depth": settings.max_depth, "width": settings.max_children, "rounds": settings.max_rounds}
     out: dict[str, Any] = {"title": title, "description": description}
     for name, (field, label) in FORM.items():

@@ -49,4 +49,5 @@ echo "$here" > "$MARKER"
 
 . "$here/env.sh"
 echo "setup.sh: $(podman --version), podman-compose $("$VENV/bin/podman-compose" --version 2>/dev/null | awk '/podman-compose/{print $NF; exit}'), $(promtool --version 2>&1 | head -1)"
-echo "setup.sh: use it with:  . scripts/containers/env.sh"
+echo "setup.sh: the make targets (make up, make chaos, ...) use it as it is; to type podman or"
+echo "setup.sh: podman-compose commands yourself:  . scripts/containers/env.sh; $VENV/bin/podman-compose -f docker-compose.yml -f scripts/containers/compose.podman.yml ..."

@@ -327,7 +327,7 @@ function renderSplits(n) {
   const open = !n.decided && !n.leaf;
   $("#splits-empty").hidden = n.proposals.length > 0;
   $("#person-note").textContent = !n.proposals.length ? "" : elector
-    ? (open ? "You are an elector of this goal: approving a split chooses it as your prevote (rejecting every split prevotes nil). Once you judged a split here, this page's agent votes on this node for you like every elector: a polka or your lock from an earlier round comes first, and your precommit follows the polka."
+    ? (open ? "You are an elector of this goal: approving a split chooses it as your prevote (rejecting every split prevotes nil). Once you judged a split here, this page's agent votes on this node for you under every elector's rules, but only for what you approved: when the rules call for a split you did not approve (the others' majority, or the fallback round once the rounds ran out), it abstains. Approve that split to vote for it."
             : "This node is decided.")
     : (open ? "Your judgment is published as a score: shown here and given to the decomposers as feedback, not counted as a vote."
             : "This node is decided.");

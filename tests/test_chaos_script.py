@@ -1,0 +1,109 @@
+"""`make chaos` (mk/chaos.py) against a fake compose CLI: it reports success only when the kill
+really came while the plan was in progress and the root was done after it. A plan done before
+the kill, or whose root synthesis began before it, proves nothing and is a failure."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("swarm_chaos", ROOT / "mk" / "chaos.py")
+chaos = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(chaos)  # type: ignore[union-attr]
+
+GOAL = "Plan a two-week trip to Japan"
+
+# The fake compose CLI: `observe --once --json` prints the next tree of a script (the last
+# one repeats); a tree may say "synthesis": "after-kill" / "before-kill" (its root claim's
+# start relative to the kill, in wall ms); `kill` records the time; `exec SERVICE true`
+# fails once SERVICE was killed.
+FAKE = r'''
+import json, sys, time
+from pathlib import Path
+state = Path(sys.argv[1])
+args = sys.argv[2:]
+s = json.loads(state.read_text())
+if "kill" in args:
+    s["killed_at"] = time.time(); s["killed"] = args[-1]
+    state.write_text(json.dumps(s)); sys.exit(0)
+if args[-1] == "true":
+    sys.exit(1 if s.get("killed") == args[-2] else 0)
+if "submit" in args:
+    sys.exit(0)
+if "observe" in args:
+    trees = s["trees"]
+    i = min(s.get("i", 0), len(trees) - 1)
+    s["i"] = i + 1
+    state.write_text(json.dumps(s))
+    root = dict(trees[i])
+    when = root.pop("synthesis", None)
+    if when is not None:
+        k = s.get("killed_at") or time.time()
+        root["claims"] = [{"id": "c", "author": "x", "start": int((k + (5 if when == "after-kill" else -5)) * 1000), "end": 0}]
+    print(json.dumps({"digest": "d" * 64, "goals": [root]}))
+    sys.exit(0)
+sys.exit(f"fake compose: unexpected {args}")
+'''
+
+
+def node(state: str, children: int = 0, **kw) -> dict:
+    return {"title": GOAL, "state": state, "claims": [],
+            "children": [{"title": f"c{i}", "state": "open", "children": []} for i in range(children)], **kw}
+
+
+def run_chaos(tmp_path: Path, trees: list[dict]) -> subprocess.CompletedProcess:
+    fake = tmp_path / "fake_compose.py"
+    fake.write_text(FAKE)
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"trees": trees}))
+    compose = f"{sys.executable} {fake} {state}"
+    return subprocess.run([sys.executable, str(ROOT / "mk" / "chaos.py"), "--compose", compose,
+                           "--goal", GOAL, "--poll", "0.05", "--timeout", "20"],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_done_root_is_not_in_progress():
+    assert chaos.in_progress(node("split", 3))
+    assert chaos.in_progress(node("voting"))
+    assert not chaos.in_progress(node("open"))
+    assert not chaos.in_progress(node("done", 3))
+    assert not chaos.in_progress(None)
+
+
+def test_success_when_the_kill_came_mid_plan_and_the_root_was_done_after_it(tmp_path):
+    r = run_chaos(tmp_path, [node("open"), node("split", 3), node("split", 3),
+                             node("done", 3, synthesis="after-kill")])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "killing decomposer-2" in r.stdout and "after decomposer-2 was killed" in r.stdout
+
+
+def test_a_plan_done_before_the_kill_is_a_failure(tmp_path):
+    r = run_chaos(tmp_path, [node("open"), node("done", 3, synthesis="before-kill")])
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "killing" not in r.stdout
+    assert "nothing proven" in r.stdout
+
+
+def test_a_root_finished_before_the_kill_landed_is_a_failure(tmp_path):
+    # seen in progress, killed, but the root's synthesis had begun before the kill: the plan
+    # was finished without the victim's absence mattering
+    r = run_chaos(tmp_path, [node("split", 3), node("done", 3, synthesis="before-kill")])
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "killing decomposer-2" in r.stdout and "began before decomposer-2 was killed" in r.stdout
+
+
+def test_a_kill_that_leaves_the_victim_running_is_a_failure(tmp_path):
+    fake_trees = [node("split", 3)]
+    fake = tmp_path / "fake_compose.py"
+    fake.write_text(FAKE.replace('sys.exit(1 if s.get("killed") == args[-2] else 0)', "sys.exit(0)"))
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"trees": fake_trees}))
+    r = subprocess.run([sys.executable, str(ROOT / "mk" / "chaos.py"), "--compose",
+                        f"{sys.executable} {fake} {state}", "--goal", GOAL, "--poll", "0.05",
+                        "--timeout", "20"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 4 and "still running" in r.stdout, r.stdout + r.stderr

@@ -1,0 +1,162 @@
+"""Bad input to the command line: one line on stderr saying what is wrong, a non-zero exit
+code, nothing published; checked before joining the swarm wherever it can be (then no network
+is ever started). Real processes, as a user types the commands; no mDNS (loopback only)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agent.core.events import decode_event
+from agent.runtime import load_identity
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def agent(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
+          cwd: Path | None = None) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SWARM_")}
+    base.update({"PYTHONPATH": str(ROOT), "SWARM_MDNS": "false", "SWARM_LOG_LEVEL": "info",
+                 "SWARM_LOG_FORMAT": "json", "COLUMNS": "100"})
+    base.update(env or {})
+    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True, text=True,
+                          env=base, timeout=timeout, cwd=cwd)
+
+
+def one_line_error(r: subprocess.CompletedProcess) -> str:
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    assert len(errors) == 1, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr and "╭" not in r.stderr, r.stderr[-2000:]
+    assert not r.stdout.strip(), r.stdout
+    return errors[0]
+
+
+BEFORE_JOINING = {  # argv -> (what the message says, exit code)
+    "empty": (["submit", ""], "the goal is empty", 2),
+    "spaces": (["submit", "   \t  "], "the goal is empty", 2),
+    "too long": (["submit", "x" * 201], "the goal is 201 characters; at most 200", 2),
+    "long description": (["submit", "Plan a trip", "--description", "y" * 2001],
+                         "the description is 2,001 characters; at most 2,000", 2),
+}
+
+
+@pytest.mark.parametrize("case", list(BEFORE_JOINING), ids=list(BEFORE_JOINING))
+def test_goal_text_is_refused_before_joining(case, tmp_path):
+    argv, message, code = BEFORE_JOINING[case]
+    t = time.monotonic()
+    r = agent(*argv, env={"SWARM_PEERS": ""}, cwd=tmp_path)
+    assert r.returncode == code, (r.returncode, r.stderr[-2000:])
+    assert message in one_line_error(r)
+    assert "net.started" not in r.stderr  # nothing joined, so nothing could be published
+    assert time.monotonic() - t < 30
+
+
+def test_a_bad_peer_address_is_refused_before_joining(tmp_path):
+    for cmd in (["submit", "Plan a trip"], ["run", "--role", "scorer"], ["observe", "--once"]):
+        r = agent(*cmd, env={"SWARM_PEERS": "/ip4/127.0.0.1/tcp/4001,bogus",
+                             "SWARM_DATA_DIR": str(tmp_path / "d")}, cwd=tmp_path)
+        assert r.returncode == 2, (cmd, r.stderr[-2000:])
+        line = one_line_error(r)
+        assert "SWARM_PEERS" in line and "bad peer address" in line and "/p2p/<peer id>" in line, line
+        assert "net.started" not in r.stderr
+
+
+@pytest.fixture
+def read_only_dir(tmp_path):
+    """A directory nobody can write to: a read-only bind mount when root (who ignores mode
+    bits), mode 0500 otherwise."""
+    d = tmp_path / "ro"
+    d.mkdir()
+    if os.geteuid() == 0:
+        r = subprocess.run(["mount", "--bind", "-o", "ro", str(d), str(d)], capture_output=True)
+        if r.returncode != 0:
+            pytest.skip(f"cannot make a read-only bind mount: {r.stderr.decode()[-200:]}")
+        try:
+            yield d
+        finally:
+            subprocess.run(["umount", str(d)], check=False)
+    else:
+        d.chmod(0o500)
+        yield d
+        d.chmod(0o700)
+
+
+def test_a_read_only_data_dir_is_refused_before_joining(read_only_dir, tmp_path):
+    for data_dir in (read_only_dir, read_only_dir / "agent", read_only_dir / "{hostname}"):
+        r = agent("run", "--role", "observer", env={"SWARM_DATA_DIR": str(data_dir)}, cwd=tmp_path)
+        assert r.returncode == 2, (data_dir, r.stderr[-2000:])
+        line = one_line_error(r)
+        assert "SWARM_DATA_DIR" in line and ("not writable" in line or "cannot use" in line), line
+        assert "net.started" not in r.stderr
+
+
+def test_demo_choices_are_refused_before_anything_starts(tmp_path):
+    out = tmp_path / "demo"
+    r = agent("demo", "--llm", "foo", "--out-dir", str(out), cwd=tmp_path)
+    assert r.returncode == 2
+    assert "'foo' is not one of 'auto', 'ollama', 'llamacpp', 'scripted'" in " ".join(
+        r.stderr.replace("│", " ").split())
+    assert not out.exists() and not (tmp_path / "out").exists()  # no agent, no directory
+    r = agent("demo", "--model", "gpt-9", "--out-dir", str(out), cwd=tmp_path)
+    assert r.returncode == 2 and "neither an embedded model" in one_line_error(r)
+    r = agent("demo", "  ", "--llm", "scripted", "--out-dir", str(out), cwd=tmp_path)
+    assert r.returncode == 2 and "the goal is empty" in one_line_error(r)
+    assert not out.exists()
+    h = agent("demo", "--help", env={"COLUMNS": "80"})
+    text = " ".join(h.stdout.replace("│", " ").split())
+    for choice in ("auto (Ollama", "ollama,", "llamacpp (the embedded", "scripted (a test double"):
+        assert choice in text, h.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_strangers_submit_says_the_handshake_was_refused(tmp_path):
+    """A member with key A; submits with key B, and with no key, name it as a static peer. Each
+    fails early (before its 90 s timeout) saying no peer accepted the key; the member stores
+    nothing of theirs."""
+    key_a, key_b = os.urandom(32).hex(), os.urandom(32).hex()
+    port = _free_port()
+    member = tmp_path / "member"
+    peer = f"/ip4/127.0.0.1/tcp/{port}/p2p/{load_identity(member).peer_id}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWARM_")}
+    env.update({"PYTHONPATH": str(ROOT), "SWARM_MDNS": "false", "SWARM_KEY": key_a,
+                "SWARM_DATA_DIR": str(member), "SWARM_LISTEN_HOST": "127.0.0.1",
+                "SWARM_LISTEN_PORT": str(port), "SWARM_LOG_FORMAT": "json"})
+    log = open(tmp_path / "member.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "agent", "run", "--role", "observer"], env=env,
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while b'"agent up"' not in (tmp_path / "member.log").read_bytes():
+            assert proc.poll() is None and time.monotonic() < deadline, \
+                (tmp_path / "member.log").read_text()[-2000:]
+            time.sleep(0.2)
+        for key in (key_b, ""):
+            t = time.monotonic()
+            r = agent("submit", "Plan a trip", "--timeout", "90", cwd=tmp_path,
+                      env={"SWARM_KEY": key, "SWARM_PEERS": peer, "SWARM_RECONNECT_INTERVAL": "1"})
+            took = time.monotonic() - t
+            assert r.returncode == 1, r.stderr[-2000:]
+            line = one_line_error(r)
+            assert "no peer accepted the key" in line and "refused the handshake" in line, line
+            assert took < 80, f"waited {took:.0f}s: the refusal should end the wait"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        log.close()
+    stored = [decode_event(ln) for ln in (member / "events.jsonl").read_bytes().splitlines() if ln]
+    assert {e.author for e in stored} <= {load_identity(member).peer_id}, "a stranger's event was stored"
+    assert not any(e.body.type == "goal" for e in stored)

