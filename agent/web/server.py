@@ -8,6 +8,7 @@ Routes
     GET  /plan/<goal>.md|.json the plan of one goal, as a download
     POST /api/goals            submit a goal (the same validated path as `python -m agent submit`)
     POST /api/judge            a person approves or rejects a split, with feedback
+    POST /api/brief            the person who submitted a goal amends its working assumptions
     GET  /healthz
 
 Security: bound to loopback by default, where it checks the Host header (no DNS rebinding).
@@ -46,7 +47,7 @@ from agent.goals import (
     make_goal,
 )
 from agent.supervise import supervise
-from agent.core.events import Goal, PlanParams, canonical
+from agent.core.events import BRIEF_FIELDS, Brief, Goal, PlanParams, canonical
 from agent.driver import Driver
 from agent.render import markdown_plan
 from agent.runtime import Runtime
@@ -277,6 +278,7 @@ class Web:
             Route("/api/tree.json", self.tree_json),
             Route("/api/goals", self.submit, methods=["POST"]),
             Route("/api/judge", self.judge, methods=["POST"]),
+            Route("/api/brief", self.amend_brief, methods=["POST"]),
             Route("/plan/{goal:str}.md", self.plan_md),
             Route("/plan/{goal:str}.json", self.plan_json),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
@@ -432,6 +434,45 @@ class Web:
                    "submitted). Your judgment is published as a score: shown to everyone and given to "
                    "the decomposers as feedback for their refinements.")
         return JSONResponse({"ok": True, "counted": elector, "message": msg})
+
+    async def amend_brief(self, request: Request) -> Response:
+        """The goal's author amends its brief: a Brief event of the goal's own author, which the
+        fold takes over any decided one (agent.core.plan.Plan.brief); prompts made from now on
+        carry it, and results that contradict it are sent back by their review."""
+        try:
+            data = await read_json(request)
+            if not isinstance(data, dict):
+                raise FormError(None, "expected a JSON object")
+            goal_id = str(data.get("goal", ""))
+            goal = self.rt.plan.goals.get(goal_id)
+            if goal is None:
+                raise FormError(None, "no such goal", 404)
+            if goal.author != self.rt.me:
+                raise FormError(None, "Only the person who submitted this goal (from this page) can amend its "
+                                      "working assumptions.", 403)
+            if not goal.body.params.brief:
+                raise FormError(None, "This goal settles no working assumptions.", 409)
+            fields = {}
+            for key in BRIEF_FIELDS:
+                value = data.get(key, "")
+                if not isinstance(value, str):
+                    raise FormError(key, f"{key} must be text")
+                fields[key] = " ".join(value.split())
+            fields["currency"] = fields["currency"].upper()
+            try:
+                body = Brief(node=goal_id, **fields)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                where = ".".join(str(x) for x in first["loc"])
+                raise FormError(where, f"{where}: {first['msg']}") from None
+            if not body.facts():
+                raise FormError(None, "Write at least one assumption.")
+        except FormError as exc:
+            return self._error(exc)
+        ev = await self.rt.publish(body)
+        return JSONResponse({"ok": True, "brief": ev.id,
+                             "message": "Amended: every step planned from now on keeps to it, and results "
+                                        "that contradict it are sent back by their review."})
 
     def _scored(self, j: Judgment) -> bool:
         n = self.rt.tree().node(j.node)

@@ -34,11 +34,13 @@ def node_view(n: NodeView, plan: Plan, now_ms: int) -> dict[str, Any]:
             "answers": [{"author": s.author, "feedback": s.feedback} for s in refined.scores if s.feedback]
             if refined is not None else [],
             "subgoals": [{"title": s["title"], "description": s.get("description", ""),
-                          "atomic": bool(s.get("atomic"))} for s in p.subgoals],
+                          "atomic": bool(s.get("atomic")), "after": list(s.get("after", ()))}
+                         for s in p.subgoals],
             "scores": [{"author": s.author, "specificity": _round(s.specificity),
                         "non_overlap": _round(s.non_overlap), "coverage": _round(s.coverage),
                         "overall": _round(s.overall), "acceptable": s.acceptable,
-                        "feedback": s.feedback, "wall": s.wall} for s in p.scores],
+                        "feedback": s.feedback, "wall": s.wall, "rank": p.ranks.get(s.author)}
+                       for s in p.scores],
             "mean": _round(p.mean_score()),
         })
     rounds = []
@@ -108,6 +110,12 @@ def node_view(n: NodeView, plan: Plan, now_ms: int) -> dict[str, Any]:
         "executed_twice": n.executed_twice,
         "late_results": n.late_results,
         "result": result,
+        "after": list(n.after),
+        "attempt": n.attempt,
+        "history": [{k: v for k, v in h.items() if k != "reviews_v"} for h in n.history],
+        "candidate": n.candidate,
+        "reviews": [{"author": r.author, "result": r.result, "accept": r.accept, "problems": r.problems,
+                     "feedback": r.feedback} for r in n.reviews],
     }
     if n.depth == 0:
         goal = plan.goals.get(n.id)
@@ -116,6 +124,14 @@ def node_view(n: NodeView, plan: Plan, now_ms: int) -> dict[str, Any]:
                          "max_children": p.max_children, "max_rounds": p.max_rounds,
                          "max_lease_ms": p.max_lease_ms}
         out["submitted"] = {"author": goal.author, "wall": goal.hlc.wall} if goal is not None else None
+        out["brief"] = n.brief
+        out["brief_settled"] = n.brief_settled
+        out["brief_wanted"] = p.brief
+        out["briefs"] = [{"id": b.id, "author": b.author, "facts": b.facts, "chosen": b.id == n.brief_id}
+                         for b in n.briefs]
+        out["budget"] = {"tokens": p.token_budget, "phase": n.budget_phase,
+                         "spent": {k: list(v) for k, v in sorted(n.spent.items())},
+                         "spent_total": sum(a + b for a, b in n.spent.values())}
     return out
 
 

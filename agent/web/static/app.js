@@ -46,7 +46,10 @@ function h(tag, attrs, ...kids) {
 }
 
 const shortId = (id) => (id ? "…" + id.slice(-6) : "");
-const STATE_TEXT = {open: "open", voting: "voting", split: "split", ready: "ready", claimed: "claimed", done: "done"};
+const STATE_TEXT = {open: "open", voting: "voting", split: "split", waiting: "waiting", ready: "ready",
+  claimed: "claimed", review: "in review", done: "done"};
+const BRIEF_LABELS = {duration: "Duration", dates: "Dates", budget: "Budget", currency: "Currency",
+  place: "Place", people: "People", constraints: "Constraints", done: "Done when"};
 
 function peerName(peer) {
   if (S.meta && peer === S.meta.me) return "you (this page)";
@@ -288,6 +291,42 @@ function renderGoal() {
   const ans = g.result && g.result.output;
   $("#goal-answer").hidden = !ans;
   $("#goal-answer-text").textContent = ans || "";
+  renderBrief(g);
+  const b = g.budget;
+  $("#goal-budget").hidden = !(b && (b.tokens || b.spent_total));
+  if (b) {
+    $("#goal-budget").textContent = `tokens spent: ${b.spent_total}` + (b.tokens ? ` of a budget of ${b.tokens}` : "")
+      + (b.phase === "no_splits" ? " · nothing is split further: the rest goes to executing the steps" : "")
+      + (b.phase === "spent" ? " · the budget is spent: no new work starts, the plan is cut here" : "")
+      + " · " + Object.entries(b.spent).map(([k, v]) => `${k} ${v[0] + v[1]}`).join(", ");
+  }
+}
+
+function renderBrief(g) {
+  $("#goal-brief").hidden = !g.brief_wanted;
+  if (!g.brief_wanted) return;
+  const facts = g.brief || {};
+  const own = g.submitted && S.meta && g.submitted.author === S.meta.me;
+  $("#goal-brief-note").textContent = g.brief
+    ? "Every step of the plan keeps to these; the electors chose them among the decomposers' proposals"
+      + (g.briefs.length ? ` (${g.briefs.length} proposed)` : "") + ", or the person who submitted the goal wrote them."
+    : (g.brief_settled ? "No assumptions were agreed on: the plan goes on without." : "Being settled: the tree grows once the electors agree on them.");
+  $("#goal-brief-facts").replaceChildren(...Object.entries(BRIEF_LABELS).filter(([k]) => facts[k])
+    .flatMap(([k, label]) => [h("dt", {text: label}), h("dd", {text: facts[k]})]));
+  $("#brief-amend").hidden = !own;
+  if (own && !$("#brief-fields").childElementCount) {
+    $("#brief-fields").replaceChildren(...Object.entries(BRIEF_LABELS).map(([k, label]) =>
+      h("label", {}, label, h("input", {name: k, value: facts[k] || "", maxlength: k === "currency" ? 3 : 300}))));
+    $("#brief-form").onsubmit = async (e) => {
+      e.preventDefault();
+      const body = {goal: g.id};
+      for (const input of $("#brief-fields").querySelectorAll("input")) body[input.name] = input.value;
+      const r = await fetch("/api/brief", {method: "POST", headers: {"content-type": "application/json"},
+        body: JSON.stringify(body)});
+      const msg = await r.json();
+      $("#brief-msg").textContent = msg.ok ? msg.message : msg.error;
+    };
+  }
 }
 
 function badge(el, state) {
@@ -318,7 +357,20 @@ function renderNode() {
   renderSplits(n);
   renderVotes(n);
   renderClaims(n);
+  renderReviews(n);
   renderResult(n);
+}
+
+function renderReviews(n) {
+  const all = [...(n.history || []).flatMap((h) => (h.reviews || []).map((r) => ({...r, attempt: h.attempt, sent: true}))),
+               ...(n.reviews || []).map((r) => ({...r, attempt: n.attempt}))];
+  $("#review-sec").hidden = !all.length && n.state !== "review";
+  $("#review-note").textContent = n.state === "review"
+    ? `Attempt ${n.attempt}'s result is in review: the electors accept it, or send it back with their reasons.`
+    : (n.history && n.history.length ? `${n.history.length} result(s) were sent back before this one.` : "");
+  $("#reviews").replaceChildren(...all.map((r) => h("li", {},
+    `attempt ${r.attempt}, ${peerName(r.author)}: ${r.accept ? "accepts" : "sends it back"}`
+    + (r.problems && r.problems.length ? `: ${r.problems.join("; ")}` : ""))));
 }
 
 function renderSplits(n) {
