@@ -54,6 +54,7 @@ def test_all_faults_are_injected_and_reported():
     assert sim.checker.ok, sim.checker.violations
 
 
+@pytest.mark.timeout(1500)  # about 6 minutes on 2 idle cores (a plan is about 190 events now)
 def test_seed_sweep_with_every_fault_breaks_no_invariant():
     """The make-test sweep (make sweep runs thousands): every fault at once, 300 seeds."""
     results = sweep(range(300), SimConfig(faults=Faults.all()), processes=2)

@@ -71,6 +71,8 @@ class NetMeter:
     ``miss_window_ms``; samples and misses before ``ignore_before`` (the mesh forming, history
     pulled at start) are not held against it."""
 
+    RECOMPUTE_EVERY = 8
+
     def __init__(self, window: int = 256, miss_after_ms: int = 2_000, miss_window_ms: int = 20_000,
                  min_samples: int = 8) -> None:
         from collections import deque
@@ -95,7 +97,8 @@ class NetMeter:
 
     def view(self, now: int, ignore_before: int | None = None) -> NetView:
         start = ignore_before if ignore_before is not None else -(2**62)
-        key = (start, self.count)
+        # the 99th percentile moves slowly: recomputed every RECOMPUTE_EVERY samples, not on each
+        key = (start, self.count // self.RECOMPUTE_EVERY if self.count >= 2 * self.min_samples else self.count)
         if key != self._cached[0]:
             delay = None
             recent = sorted(d for at, d in self.delays if at >= start)

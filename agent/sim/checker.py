@@ -49,6 +49,7 @@ class Checker:
     done_at: dict[tuple[int, int, str], str] = field(default_factory=dict)  # -> counted result id
     settled: dict[str, str] = field(default_factory=dict)  # node -> result every honest agent counts
     _versions: dict[int, int] = field(default_factory=dict)
+    _plans: dict[int, Any] = field(default_factory=dict)  # agent -> the plan object last checked
     _steps: int = 0
 
     def fail(self, invariant: str, detail: str) -> None:
@@ -63,19 +64,35 @@ class Checker:
         for a in sim.agents:
             v = a.intake.plan.version
             if self._versions.get(a.idx) != v:
+                changed.append((a, self._versions.get(a.idx)))
                 self._versions[a.idx] = v
-                changed.append(a)
-        for a in changed:
+        for a, before in changed:
             if not a.byzantine:
-                self._check_agent(a)
+                self._check_agent(a, before)
         if changed:
             self._check_settled()
         if self._steps % self.convergence_every == 0:
             self._check_convergence()
 
-    def _check_agent(self, a) -> None:
+    def _keys(self, a, before: int | None):
+        """The slots and task keys the agent's plan changed since version ``before`` (all of
+        them for a plan not checked before: a new agent, or one restarted from its log)."""
         plan = a.intake.plan
-        for node, ne in plan.by_node.items():
+        if before is None or self._plans.get(a.idx) is not plan or before > plan.version:
+            self._plans[a.idx] = plan
+            return list(plan.by_node.items())
+        out = []
+        for node in set(plan.changes[before:]):
+            for key in (node, f"{node}#b", *(f"{node}#v{i}" for i in range(1, 10)),
+                        *(f"{node}#{i}" for i in range(2, 10))):
+                ne = plan.by_node.get(key)
+                if ne is not None:
+                    out.append((key, ne))
+        return out
+
+    def _check_agent(self, a, before: int | None = None) -> None:
+        plan = a.intake.plan
+        for node, ne in self._keys(a, before):
             if ne.votes:
                 value = plan.decided(node)
                 key = (a.idx, a.epoch, node)  # a restart may lose a torn last write: a new view
