@@ -63,7 +63,7 @@ BAD_LIBRARY = doc(LIBRARY, [
     ("Design the documentation website", "Design a documentation website with a search function."),
     ("Build the docs search function", "Add a search function to the documentation website."),
     ("Host the documentation website", "Host the documentation website."),
-    ("Research documentation themes", "Research themes for the documentation website."),
+    ("Review the documentation website", "Review the documentation website."),
 ])
 GOOD_LIBRARY = doc(LIBRARY, [
     ("Write the core module", "- Implement the parser module in src/tinyparse with type hints (2 weeks)."),

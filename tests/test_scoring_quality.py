@@ -82,7 +82,7 @@ def test_overlap_across_branches_is_feedback_not_a_failure():
 
 def test_a_split_that_names_the_work_beats_one_of_planning_chores():
     work_titles = ["Install the kitchen plumbing", "Fit the cabinets and worktop", "Tile the floor"]
-    chores = ["Identify and prioritize tasks", "Research suppliers", "Plan the renovation"]
+    chores = ["Identify and prioritize tasks", "Research the options", "Create a plan for the work"]
     assert chore_count(chores) == 3 and chore_count(work_titles) == 0
     real = combine_ranked(check_split("Renovate a small kitchen", work_titles), chores=0,
                           llm_best=False, llm_missing="", llm_chores=0)

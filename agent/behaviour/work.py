@@ -68,8 +68,9 @@ def brief_from(answer: dict, tree: Tree, root: NodeView, prompt_tokens: int = 0,
                *, strict: bool = True) -> Brief:
     """A proposed brief; ``LLMBadOutput`` when it contradicts its goal (another length or
     currency than the goal states, dates in the past) while ``strict``."""
-    fields = P.parse_brief(answer)
-    problems = fx.brief_problems(fields, f"{root.title} {root.description}", frame(tree, root).today)
+    goal = f"{root.title} {root.description}"
+    fields = fx.normalized_brief(P.parse_brief(answer), goal)
+    problems = fx.brief_problems(fields, goal, frame(tree, root).today)
     if problems and strict:
         raise LLMBadOutput("the brief contradicts its goal: " + "; ".join(problems))
     return Brief(node=root.id, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
@@ -137,12 +138,21 @@ def decompose_req(tree: Tree, node: NodeView, strategy: str, seed: int | None,
         prev = [dict(s) for s in previous.subgoals]
         missing = [f"missing: {s.missing}" for s in previous.scores if getattr(s, "missing", "")]
         feedback = missing + previous.feedback() or ["make the steps more concrete and complete"]
+    elif _outline(strategy, node):
+        return P.outline_request(frame(tree, node), path=_above(tree, node), title=node.title,
+                                 description=node.description, max_children=node.params.max_children, seed=seed)
     return P.decompose_request(
         frame(tree, node), path=_above(tree, node), title=node.title, description=node.description,
         strategy=P.strategy_for(strategy, goal_title(tree, node), node.title, node.description),
         max_children=node.params.max_children, feedback=feedback or [], previous=prev,
         parent_split=_split_of(tree, node), seed=seed,
     )
+
+
+def _outline(strategy: str, node: NodeView) -> bool:
+    """The goal's first split by the "outline" strategy is the plan as the model writes it as
+    text (agent.llm.prompts.outline_request); below the goal, splits are short lists."""
+    return strategy == "outline" and node.depth == 0
 
 
 def decompose_req_ahead(tree: Tree, parent: NodeView, split: ProposalView, index: int, strategy: str,

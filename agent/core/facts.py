@@ -174,6 +174,40 @@ def duration_days(text: str) -> int | None:
     return n * {"day": 1, "week": 7, "fortnight": 14, "month": 30, "year": 365}[m.group(2).lower()]
 
 
+def date_span_days(text: str) -> int | None:
+    """Days from the first to the last date in ``text`` ("2027-04-02 to 2027-04-15",
+    "2-15 April 2027", "28 March - 10 April 2027"), if it names two."""
+    import datetime as dt
+
+    iso = [dt.date(int(y), int(m), int(d)) for y, m, d in _ISO_DATE_RE.findall(text)]
+    if len(iso) >= 2:
+        return (max(iso) - min(iso)).days + 1
+    m = re.search(r"\b(\d{1,2})\s*(?:-|–|to)\s*(\d{1,2})\s+(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*", text)
+    if m:
+        return int(m.group(2)) - int(m.group(1)) + 1
+    days = [(int(d), _month_number(mo)) for d, mo in _DAY_MONTH_RE.findall(text)]
+    if len(days) >= 2:
+        (d1, m1), (d2, m2) = days[0], days[-1]
+        return ((m2 - m1) % 12) * 30 + d2 - d1 + 1
+    return None
+
+
+def normalized_brief(brief: Mapping[str, str], goal: str) -> dict[str, str]:
+    """The brief with what the goal itself states put back: its length and its currency (a
+    small model writes "14 weeks" for a two-week trip and dollars for a budget in euros)."""
+    out = dict(brief)
+    said = duration_days(goal)
+    mine = duration_days(out.get("duration", ""))
+    if said and (not mine or not 0.7 * said <= mine <= 1.3 * said):
+        out["duration"] = f"{said} days"
+    goal_money = money_in(goal)
+    if goal_money and len(goal_money[0][1]) == 1:
+        code = goal_money[0][1][0]
+        if (out.get("currency") or "").upper() != code:
+            out["currency"] = code
+    return out
+
+
 def brief_problems(brief: Mapping[str, str], goal: str, today: str = "") -> list[str]:
     """Where a proposed brief contradicts its own goal or the calendar: another length than
     the goal states, another currency than the goal's amounts, dates before the goal was set."""
@@ -189,6 +223,10 @@ def brief_problems(brief: Mapping[str, str], goal: str, today: str = "") -> list
     spent = money_in(brief.get("budget", ""))
     if code and spent and spent[0][1] and code not in spent[0][1]:
         problems.append(f"the budget is not in {code}")
+    span = date_span_days(brief.get("dates", ""))
+    length = duration_days(brief.get("duration", "")) or said
+    if span and length and not 0.6 * length <= span <= 1.6 * length + 1:
+        problems.append(f"dates '{brief.get('dates')}' span {span} days, not the {length} days it lasts")
     said_months = {m for _y, m in months_in(goal)}
     mine_months = _month_span([m for _y, m in months_in(brief.get("dates", ""))])
     if said_months and mine_months and not said_months & mine_months:

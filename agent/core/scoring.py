@@ -129,10 +129,11 @@ class Verdict:
 # Titles that name work about the work instead of the work itself ("Identify and prioritize
 # tasks", "Research options"): a split made of them gets nothing done.
 CHORE = re.compile(
-    r"^(?:research|identify|determine|decide|prioriti[sz]e|plan|review|gather|brainstorm|"
-    r"analy[sz]e|assess|evaluate|consider|outline|define|explore|investigate|learn|study|"
-    r"understand|discuss|list|estimate|check out|look into|think about|figure out|set goals|"
-    r"create an? (?:plan|list|checklist|outline|timeline|strategy)|make an? (?:plan|list))\b",
+    r"^(?:identify|prioriti[sz]e|brainstorm|gather|assess|evaluate|analy[sz]e|review|define|outline|"
+    r"determine|consider|list|look into|think about|figure out|learn about|"
+    r"research (?:the )?(?:options|information|ideas|requirements|needs|tasks|possibilities)|"
+    r"(?:create|make|write|draft) an? (?:plan|list|checklist|outline|timeline|strategy|roadmap)|"
+    r"set (?:goals|objectives|priorities)|gather information)\b",
     re.IGNORECASE,
 )
 

@@ -8,9 +8,10 @@ plans are measured and shown the same way.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
+
+from agent.llm.outline import parse_plan_text
 
 
 @dataclass
@@ -63,58 +64,19 @@ def from_tree_json(root: Mapping[str, Any]) -> PlanDoc:
     return PlanDoc(str(root.get("title", "")), steps, summary, dict(root.get("brief") or {}), sections)
 
 
-_HEADING = re.compile(r"^\s*(?:#{1,6}\s+|\*\*)?\s*(?:(?:section|part|phase|stage|week|day)s?\s*[\w-]*\s*[:.)-]\s*)?(.+?)\**\s*:?\s*$",
-                      re.IGNORECASE)
-_NUMBERED = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+(.*)$")
-_SECTION_LINE = re.compile(r"^\s*(?:#{1,6}\s+.+|\*\*[^*]+\*\*:?|(?:section|part|phase|stage|step|week|day)\s*\d+[^a-z]*[:.)-].*|[A-Z][^.!?]{2,60}:)\s*$",
-                           re.IGNORECASE)
-
-
 def from_text(goal: str, text: str) -> PlanDoc:
-    """A plan written as free text (one direct call): headings and "Section N:" lines are the
-    sections, numbered or bulleted items under them the steps (a section without items is one
-    step); text before the first section is the summary."""
-    lines = [ln.rstrip() for ln in str(text).splitlines()]
-    steps: list[Step] = []
-    sections: list[Step] = []
-    summary: list[str] = []
-    section: Step | None = None
-    current: Step | None = None
-    for ln in lines:
-        if not ln.strip():
-            continue
-        item = _NUMBERED.match(ln)
-        if _SECTION_LINE.match(ln) and not (item and section is not None and not ln.lstrip().startswith(("#", "**"))):
-            title = _HEADING.match(ln).group(1) if _HEADING.match(ln) else ln.strip()
-            title = title.strip(" *#:")
-            section = Step(title, "", 1, title)
-            sections.append(section)
-            current = None
-            continue
-        if item:
-            body = item.group(1).strip()
-            head, sep, rest = body.partition(":")
-            title = head.strip(" *") if sep and len(head) <= 80 else body[:80]
-            current = Step(title, body.replace("**", ""), 2 if section else 1, section.title if section else "")
-            steps.append(current)
-            continue
-        if current is not None:
-            current.text += " " + ln.strip()
-        elif section is not None:
-            section.text = (section.text + " " + ln.strip()).strip()
+    """A plan written as free text (one direct call), read by ``agent.llm.outline``: its
+    sections, their steps (a section without steps is one step), the lead-in as the summary."""
+    tp = parse_plan_text(text)
+    steps = [Step(i.title, i.text, 1, "") for i in tp.loose]
+    sections = []
+    for sec in tp.sections:
+        sections.append(Step(sec.title, sec.text, 1, sec.title))
+        if sec.items:
+            steps += [Step(i.title, i.text, 2, sec.title) for i in sec.items]
         else:
-            summary.append(ln.strip())
-    empty = [s for s in sections if not s.text and not any(st.section == s.title for st in steps)]
-    for s in empty:  # a lead-in line ("Here is a plan for ...:") is not a section
-        sections.remove(s)
-        summary.insert(0, s.title)
-    for s in sections:  # a section with no items of its own is one step
-        if not any(st.section == s.title for st in steps):
-            steps.append(Step(s.title, s.text, 1, s.title))
-    order = {id(s): i for i, s in enumerate(sections)}
-    if sections:
-        steps.sort(key=lambda st: next((order[id(s)] for s in sections if s.title == st.section), -1))
-    return PlanDoc(goal, steps, " ".join(summary), {}, sections)
+            steps.append(Step(sec.title, sec.text, 1, sec.title))
+    return PlanDoc(goal, steps, tp.summary, {}, sections)
 
 
 def markdown(doc: PlanDoc, *, with_brief: bool = True) -> str:

@@ -138,7 +138,7 @@ class OllamaLLM(LLM):
                         {"role": "system", "content": req.system},
                         {"role": "user", "content": req.prompt},
                     ],
-                    format=req.schema,
+                    format=None if req.free_text else req.schema,
                     options=options,
                     stream=False,
                 )
@@ -170,6 +170,8 @@ class OllamaLLM(LLM):
         spent[0] += int(resp.prompt_eval_count or 0)
         spent[1] += int(resp.eval_count or 0)
         try:
+            if req.free_text:
+                return Answer({"text": resp.message.content or ""}, *spent)
             return Answer(parse_json_answer(resp.message.content, req.schema), *spent)
         except LLMBadOutput as exc:
             log.warning("llm.ollama.bad_output", kind=req.kind, model=self.model,

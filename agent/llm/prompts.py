@@ -275,8 +275,8 @@ def decompose_request(
         "Together the steps do all the essential work of the task; no two overlap; none repeats "
         "the task itself" + (" or the other parts above" if len(parent_split) > 1 else "") + ". "
         "title: a short action of 3 to 8 words with the real names from the goal and the brief, "
-        "never a placeholder in brackets. description: one sentence saying exactly what to do, "
-        "keeping to the brief. after: the numbers of the earlier steps whose result this step "
+        "never a placeholder in brackets. description: one short sentence (at most 20 words) saying "
+        "exactly what to do, keeping to the brief. after: the numbers of the earlier steps whose result this step "
         "needs (often none: [])."
     )
     model = split_model(max_children)
@@ -288,12 +288,71 @@ def decompose_request(
     }, 0.7, seed)
 
 
+OUTLINE_TOKENS = 900  # a whole plan as one small model writes it (measured 600-740 tokens)
+
+
+def outline_request(frame: Frame, *, path: Sequence[str], title: str, description: str, max_children: int,
+                    seed: int | None = None) -> LLMRequest:
+    """The "outline" strategy's split: the plan written as text, the way one direct call of the
+    model writes it best (sections and their steps, in order), with the brief to keep to. Its
+    sections become the subgoals, their steps each subgoal's description: the swarm starts
+    where one call ends, and its executors and reviewers add what one call cannot."""
+    task = frame.goal if not path else title
+    lines = []
+    where = _path_line(path[1:] if path else [])
+    if where:
+        lines.append(f"Part of: {where}")
+    if path:
+        lines.append(f"Task: {_clip(title, TITLE_MAX)}" + (f" ({_clip(description, 300)})" if description.strip() else ""))
+    lines.append(
+        f"Write a complete, concrete plan for: {_clip(task, 200)}. Break it into sections and steps, in "
+        f"the order they are done, and give the concrete content of each step. At most {max_children} "
+        "sections. Keep to the brief."
+    )
+    return LLMRequest(kind="decompose", system=SYSTEM.replace(" You answer only with JSON.", ""),
+                      prompt="\n".join(frame.lines() + lines), schema={},
+                      context={**frame.context(), "path": list(path), "title": title, "description": description,
+                               "strategy": "outline", "max_children": max_children, "seed": seed, "outline": True},
+                      max_tokens=OUTLINE_TOKENS, temperature=0.7, seed=seed, free_text=True)
+
+
+def parse_outline(text: str, *, max_children: int) -> list[dict]:
+    """The sections of a plan written as text, as subgoals (in order; each section's steps in
+    its description); a plan without sections gives its steps. ``LLMBadOutput`` when fewer
+    than two remain."""
+    from agent.llm.outline import parse_plan_text
+
+    tp = parse_plan_text(text)
+    parts: list[tuple[str, str]] = []
+    for sec in tp.sections:
+        steps = "; ".join(_clip(i.text, 160) for i in sec.items) or sec.text
+        parts.append((sec.title, steps))
+    if len(parts) < 2:
+        parts = [(i.title, i.text) for i in tp.loose] or parts
+    subgoals = []
+    seen: set[str] = set()
+    for title, desc in parts:
+        t = _clean_title(_clip(title, SCHEMA_TITLE_MAX).rstrip("."))
+        if not t or t.casefold() in seen:
+            continue
+        seen.add(t.casefold())
+        subgoals.append({"title": t, "description": _clean_text(desc, DESCRIPTION_MAX), "atomic": False,
+                         "after": ()})
+        if len(subgoals) == max_children:
+            break
+    if len(subgoals) < 2:
+        raise LLMBadOutput(f"the outline has {len(subgoals)} usable section(s); at least 2 are needed")
+    return subgoals
+
+
 def parse_decomposition(answer: Any, *, max_children: int) -> list[dict]:
     """2..max_children cleaned subgoals, each {title, description, atomic: False, after}: the
     1-based positions of earlier kept subgoals it follows (references to later, dropped or
     itself are removed). ``LLMBadOutput`` when fewer than two usable distinct ones remain."""
     if not isinstance(answer, dict):
         raise LLMBadOutput(f"decomposition is not an object: {type(answer).__name__}")
+    if isinstance(answer.get("text"), str) and "steps" not in answer:
+        return parse_outline(answer["text"], max_children=max_children)
     items = answer.get("steps", answer.get("subgoals"))
     if not isinstance(items, list):
         raise LLMBadOutput("decomposition has no 'steps' list")
@@ -504,9 +563,9 @@ def execute_request(
         if feedback:
             lines.append("Why: " + " | ".join(_clip(f, 160) for f in feedback[:4]))
     lines.append(
-        "Write 3 to 5 actions that carry out this step. do: one instruction with the specific "
-        "choice it makes (the real name of a place, company, product, service or person, and "
-        "how many). cost: the amount" + (f" in {currency}" if currency else "") + ", or '' if "
+        "Write 3 to 5 actions that carry out this step. do: one short instruction (at most 20 "
+        "words) with the specific choice it makes (the real name of a place, company, product, "
+        "service or person, and how many). cost: the amount" + (f" in {currency}" if currency else "") + ", or '' if "
         "it costs nothing. when: the date, day or deadline, within the brief's dates, or ''. "
         "Instructions only: never 'I' or 'we', never a story of what was done, no "
         "placeholders, nothing that belongs to the other steps."

@@ -368,13 +368,13 @@ def _execute(ctx: Mapping[str, Any]) -> dict:
     return {"actions": actions}
 
 
-def _single_plan(ctx: Mapping[str, Any]) -> str:
+def _single_plan(ctx: Mapping[str, Any], sections: int = 4) -> str:
     """What one direct call of a model writes for a whole goal: sections and steps."""
     goal = str(ctx.get("goal", "")) or "the goal"
     topic = topic_of(goal)
     lines = [f"Here is a plan for {goal}:", ""]
-    for i, (name, what, detail, _a) in enumerate(PHASE, 1):
-        lines.append(f"Section {i}: {name}")
+    for i, (name, what, detail, _a) in enumerate(PHASE[: max(2, sections)], 1):
+        lines.append(f"Section {i}: {name}{SEP}{topic}")
         for j, clause in enumerate(detail.split(", ")[:3], 1):
             lines.append(f"{j}. {clause[:1].upper() + clause[1:]} for {topic}.")
         lines.append("")
@@ -418,7 +418,7 @@ def scripted_answer(req: LLMRequest) -> dict:
     """The deterministic answer to ``req`` (valid against ``req.schema``)."""
     ctx = req.context or {}
     if req.free_text:
-        return {"text": _single_plan(ctx)}
+        return {"text": _single_plan(ctx, int(ctx.get("max_children") or 4))}
     if req.kind == "brief":
         return _brief(ctx)
     if req.kind == "decompose":

@@ -1,0 +1,85 @@
+"""Reading a plan a model wrote as free text: its sections, and the steps under each.
+
+One direct call of a small model writes a plan as text with headings ("Section 1: ...",
+"## ...", "**...**") and numbered or bulleted steps. The "outline" decomposer asks for exactly
+that (what such a model writes best) and turns the sections into a split; the quality benchmark
+reads the direct call's plan the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_NUMBERED = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+(.*)$")
+_SECTION_LINE = re.compile(
+    r"^\s*(?:#{1,6}\s+.+|\*\*[^*]+\*\*:?|(?:section|part|phase|stage|step|week|day)\s*\d+[^a-z]*[:.)-].*"
+    r"|[A-Z][^.!?]{2,60}:)\s*$", re.IGNORECASE)
+_HEADING = re.compile(
+    r"^\s*(?:#{1,6}\s+|\*\*)?\s*(?:(?:section|part|phase|stage|week|day)s?\s*[\w-]*\s*[:.)-]\s*)?(.+?)\**\s*:?\s*$",
+    re.IGNORECASE)
+
+
+@dataclass
+class Item:
+    title: str
+    text: str
+
+
+@dataclass
+class Section:
+    title: str
+    text: str = ""
+    items: list[Item] = field(default_factory=list)
+
+
+@dataclass
+class TextPlan:
+    summary: str
+    sections: list[Section]
+    loose: list[Item]  # steps before any section
+
+
+def _title_of(heading: str) -> str:
+    m = _HEADING.match(heading)
+    title = (m.group(1) if m else heading).strip(" *#:")
+    return " ".join(title.split())
+
+
+def parse_plan_text(text: str) -> TextPlan:
+    """Headings and "Section N:" lines are sections, numbered or bulleted lines under them
+    their steps (text that follows a step belongs to it); text before the first section and
+    step is the summary; a lead-in line with nothing under it is summary too."""
+    summary: list[str] = []
+    sections: list[Section] = []
+    loose: list[Item] = []
+    section: Section | None = None
+    current: Item | None = None
+    for raw in str(text).splitlines():
+        ln = raw.rstrip()
+        if not ln.strip():
+            continue
+        item = _NUMBERED.match(ln)
+        is_heading = _SECTION_LINE.match(ln) and not (item and section is not None
+                                                      and not ln.lstrip().startswith(("#", "**")))
+        if is_heading:
+            section = Section(_title_of(ln))
+            sections.append(section)
+            current = None
+            continue
+        if item:
+            body = item.group(1).strip().replace("**", "")
+            head, sep, _rest = body.partition(":")
+            current = Item(head.strip(" *") if sep and len(head) <= 80 else body[:80], body)
+            (section.items if section is not None else loose).append(current)
+            continue
+        if current is not None:
+            current.text += " " + ln.strip()
+        elif section is not None:
+            section.text = (section.text + " " + ln.strip()).strip()
+        else:
+            summary.append(ln.strip())
+    for s in [s for s in sections if not s.text and not s.items]:
+        sections.remove(s)
+        summary.insert(0, s.title)
+    return TextPlan(" ".join(summary), sections, loose)
