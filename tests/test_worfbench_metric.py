@@ -193,3 +193,14 @@ def test_upstream_text_scores_a_raw_answer_with_the_benchmarks_parser():
     no_edges = node_f1.upstream_text_f1(f"Node:\n1: {A}\n2: {B}\n", task, FakeEmbedder())
     assert no_edges.f1 == 0.0
     assert math.isclose(score([A, B], task, FakeEmbedder())["upstream"].f1, good.f1)
+
+
+def test_missing_data_is_one_clear_error(tmp_path, monkeypatch):
+    from agent.eval.worfbench import ENV_DIR, WorfbenchMissing, load_tasks
+
+    monkeypatch.setenv(ENV_DIR, str(tmp_path))
+    with pytest.raises(WorfbenchMissing, match=ENV_DIR):
+        load_tasks()
+    (tmp_path / "wikihow_dev.json").write_text("{not json")
+    with pytest.raises(WorfbenchFormatError, match="JSON"):
+        load_tasks()

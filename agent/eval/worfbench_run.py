@@ -240,3 +240,46 @@ def format_summary(summary: dict) -> str:
              f"{summary['common_tasks']} tasks every planner has, of {summary['tasks']} asked; "
              "P/R/F1 as the benchmark counts (k starts at 1), strict from 0")
     return "\n".join([title, fmt(head), *(fmt(r) for r in lines)])
+
+
+def bench(limit: int = 40, directory: str | None = None, say: Callable[[str], None] = print) -> dict:
+    """The metric's own cost on this machine: the embedding model's load time, then seconds of
+    scoring per task (both variants, nothing cached between tasks) for a prediction of the
+    task's gold steps in reverse order plus two unrelated steps, a typical size. Timing only:
+    these predictions are made from the gold and are not a planner."""
+    from agent.eval import embedding
+    from agent.eval.worfbench import load_tasks
+
+    emb = embedding.load(directory)
+    say(f"embedding model: {emb.path}, loaded in {emb.load_seconds:.1f} s (import torch and "
+        "sentence-transformers, verify, load)")
+    tasks = load_tasks(limit=limit)
+    per_task, f1s = [], []
+    for t in tasks:
+        pred = [*reversed(t.steps), "Tell a friend about it.", "Take a short break."]
+        t0 = time.perf_counter()
+        s = node_f1.node_f1(pred, t, emb)
+        per_task.append(time.perf_counter() - t0)
+        f1s.append((s["upstream"].f1, s["strict"].f1))
+    n = len(per_task)
+    ordered = sorted(per_task)
+    out = {"tasks": n, "load_seconds": round(emb.load_seconds, 2),
+           "scoring_seconds_per_task": round(sum(per_task) / n, 3),
+           "scoring_seconds_median": round(ordered[n // 2], 3), "scoring_seconds_max": round(ordered[-1], 3),
+           "f1_upstream": round(sum(a for a, _ in f1s) / n, 4), "f1_strict": round(sum(b for _, b in f1s) / n, 4)}
+    say(f"scored {n} tasks: {out['scoring_seconds_per_task']:.3f} s per task (median "
+        f"{out['scoring_seconds_median']:.3f}, max {out['scoring_seconds_max']:.3f}); reversed gold + 2 "
+        f"unrelated steps: node F1 {out['f1_upstream']:.3f} (strict {out['f1_strict']:.3f})")
+    return out
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m agent.eval.worfbench_run",
+                                 description="time WorFBench's node F1 on this machine")
+    ap.add_argument("command", choices=["bench"])
+    ap.add_argument("--limit", type=int, default=40)
+    ap.add_argument("--dir", default=os.environ.get("SWARM_MODEL_DIR") or None)
+    a = ap.parse_args()
+    bench(a.limit, a.dir)
