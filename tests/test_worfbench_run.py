@@ -100,6 +100,11 @@ def test_a_line_cut_by_a_crash_is_run_again(tmp_path):
     p = gold_planner()
     run_worfbench(p, tasks(), FakeEmbedder(), out=out, say=None)
     assert p.asked == ["How to Do Thing w2", "How to Do Thing w3"]
+    _, rows = read_results(out)
+    assert sorted(r["task"] for r in rows) == ["w1", "w2", "w3"]  # the cut line did not eat the next
+    p3 = gold_planner()
+    run_worfbench(p3, tasks(), FakeEmbedder(), out=out, say=None)
+    assert p3.asked == []
 
 
 def test_a_failing_planner_is_recorded_scored_zero_and_the_run_goes_on(tmp_path):

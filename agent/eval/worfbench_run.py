@@ -84,6 +84,12 @@ def _scores(pred: Sequence[str] | None, task: WorfTask, embedder: Embedder, thre
     return {v: s.to_json() for v, s in node_f1.node_f1(pred, task, embedder, threshold).items()}
 
 
+def _ends_with_newline(path: Path) -> bool:
+    with path.open("rb") as fh:
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1) == b"\n"
+
+
 def _append(fh, obj: dict) -> None:
     fh.write(json.dumps(obj, ensure_ascii=False) + "\n")
     fh.flush()
@@ -132,8 +138,11 @@ def run_worfbench(
     done = {(r["planner"], r["task"]) for r in rows if not (retry_errors and r.get("error"))}
     fh = path.open("a", encoding="utf-8") if path is not None else None
     try:
-        if fh is not None and path.stat().st_size == 0:
-            _append(fh, meta)
+        if fh is not None:
+            if path.stat().st_size == 0:
+                _append(fh, meta)
+            elif not _ends_with_newline(path):
+                fh.write("\n")  # close a line cut by a crash, so that the next one is whole
         for n, task in enumerate(chosen, 1):
             for name, plan in planners.items():
                 if (name, task.id) in done:
