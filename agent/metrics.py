@@ -166,6 +166,20 @@ TASKS = Gauge(
     registry=REGISTRY,
 )
 
+GOAL_TOKENS = Gauge(
+    "swarm_goal_tokens",
+    "Tokens a goal's events report its LLM work cost, by goal (its id's first 12 characters: "
+    "goals are few and long-lived) and kind of work; the fold's spending, equal on every peer",
+    ["goal", "kind"],
+    registry=REGISTRY,
+)
+GOAL_TOKEN_BUDGET = Gauge(
+    "swarm_goal_token_budget",
+    "A goal's token budget (0: none)",
+    ["goal"],
+    registry=REGISTRY,
+)
+
 # --- claims (executors) ---------------------------------------------------------------------
 CLAIM_COLLISIONS = Counter(
     "swarm_claim_collisions",
@@ -305,6 +319,16 @@ def set_task_counts(counts: Mapping[str, int]) -> None:
         for state, n in counts.items():
             TASKS.labels(state=state).set(n)
         _task_states.update(counts.keys())
+
+
+def set_goal_spending(goals: Mapping[str, tuple[int, Mapping[str, tuple[int, int]]]]) -> None:
+    """Set ``swarm_goal_tokens{goal,kind}`` and ``swarm_goal_token_budget{goal}`` from
+    ``{goal id: (budget, {kind: (prompt, completion)})}``."""
+    for gid, (budget, spent) in goals.items():
+        short = gid[:12]
+        GOAL_TOKEN_BUDGET.labels(goal=short).set(budget)
+        for kind, (p, c) in spent.items():
+            GOAL_TOKENS.labels(goal=short, kind=kind).set(p + c)
 
 
 _server: WSGIServer | None = None

@@ -376,6 +376,7 @@ class _Progress:
         self.collisions = max(collisions, self.collisions)
         self.twice = max(twice, self.twice)
         metrics.set_task_counts(tree.counts())
+        metrics.set_goal_spending({r.id: (r.params.token_budget, r.spent) for r in tree.roots})
 
 
 def open_runtime(settings: Settings, role: str, *, data_dir: Path | None = None,

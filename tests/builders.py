@@ -24,13 +24,13 @@ def ev(who: Identity, body, wall: int, logical: int = 0) -> Event:
 
 
 def params(scorers=3, quorum=None, max_depth=2, max_children=5, max_rounds=2, max_lease_ms=300_000,
-           electorate=None, brief=False, max_attempts=0) -> PlanParams:
+           electorate=None, brief=False, max_attempts=0, token_budget=0) -> PlanParams:
     electorate = electorate if electorate is not None else [ident(s).peer_id for s in SCORERS[:scorers]]
     electorate = sorted(electorate)
     quorum = quorum if quorum is not None else len(electorate) // 2 + 1
     return PlanParams(electorate=tuple(electorate), quorum=quorum, max_depth=max_depth,
                       max_children=max_children, max_rounds=max_rounds, max_lease_ms=max_lease_ms,
-                      brief=brief, max_attempts=max_attempts)
+                      brief=brief, max_attempts=max_attempts, token_budget=token_budget)
 
 
 def goal(who, wall=0, title="Plan a two-week trip to Japan", **kw) -> Event:
@@ -90,5 +90,6 @@ def release(who, node, claim_id, wall) -> Event:
     return ev(who, Release(node=node, claim=claim_id, reason="giving up"), wall)
 
 
-def result(who, node, claim_id, wall, output="done it") -> Event:
-    return ev(who, Result(node=node, claim=claim_id, output=output), wall)
+def result(who, node, claim_id, wall, output="done it", tokens=(0, 0)) -> Event:
+    return ev(who, Result(node=node, claim=claim_id, output=output, prompt_tokens=tokens[0],
+                          completion_tokens=tokens[1]), wall)

@@ -3,10 +3,14 @@
 from hypothesis import HealthCheck, find, given, settings, strategies as st
 
 from agent.core.consensus import LEAF, NIL
+from agent.core.events import REJECT
 from agent.core.plan import Plan, child_id, fold
 from agent.core.reasons import Rejected
+from agent.core.slots import brief_slot, review_slot, task_key
 from agent.core.tree import derive
-from builders import SCORERS, T0, claim, goal, ident, precommit, prevote, proposal, release, renew, result, score
+from builders import (
+    SCORERS, T0, brief, claim, goal, ident, precommit, prevote, proposal, release, renew, result, review, score,
+)
 
 USERS = [ident(f"user{i}") for i in range(2)]
 DECOMP = [ident(f"dec{i}") for i in range(3)]
@@ -20,17 +24,26 @@ SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[Healt
 def event_sets(draw, honest_votes=False):
     scorers = draw(st.integers(1, 5))
     max_rounds = draw(st.integers(1, 3))
-    g = goal(draw(st.sampled_from(USERS)), wall=draw(st.integers(0, 5)), scorers=scorers,
-             max_depth=draw(st.integers(0, 2)), max_children=4, max_rounds=max_rounds)
+    user = draw(st.sampled_from(USERS))
+    g = goal(user, wall=draw(st.integers(0, 5)), scorers=scorers, max_depth=draw(st.integers(0, 2)),
+             max_children=4, max_rounds=max_rounds, brief=draw(st.sampled_from([False, False, True])),
+             max_attempts=draw(st.sampled_from([0, 0, 2, 3])), token_budget=draw(st.sampled_from([0, 0, 40, 400])))
     evs = [g]
     nodes = [g.id]
     props = []
+    briefs = []
+    for _ in range(draw(st.integers(0, 3))):  # refused unless the goal settles a brief
+        b = brief(draw(st.sampled_from(DECOMP + [user])), g.id, wall=draw(st.integers(5, 300)),
+                  duration=draw(st.sampled_from(["14 days", "3 weeks"])))
+        briefs.append(b)
+        evs.append(b)
     for _ in range(draw(st.integers(0, 5))):
         node = draw(st.sampled_from(nodes))
         titles = draw(st.lists(st.sampled_from(WORDS), min_size=2, max_size=4, unique=True))
         refines = draw(st.sampled_from([None] + [p.id for p in props if p.body.node == node]))
+        after = {i: (i - 1,) for i in range(2, len(titles) + 1) if draw(st.booleans())}
         p = proposal(draw(st.sampled_from(DECOMP)), node, titles, wall=draw(st.integers(10, 500)),
-                     refines=refines, atomic=tuple(draw(st.sets(st.integers(0, 3), max_size=2))))
+                     refines=refines, atomic=tuple(draw(st.sets(st.integers(0, 3), max_size=2))), after=after)
         props.append(p)
         evs.append(p)
         nodes += [child_id(p.id, i) for i in range(len(titles))]
@@ -39,8 +52,10 @@ def event_sets(draw, honest_votes=False):
                              acceptable=draw(st.booleans())))
     used: set = set()
     for _ in range(draw(st.integers(0, 30))):
-        node = draw(st.sampled_from(nodes))
+        node = draw(st.sampled_from(nodes + [brief_slot(g.id)]))
         values = [p.id for p in props if p.body.node == node] + [LEAF, NIL]
+        if node == brief_slot(g.id):
+            values = [b.id for b in briefs] + [LEAF, NIL]
         who = draw(st.sampled_from(VOTERS))
         rnd = draw(st.integers(1, max_rounds + 2))
         phase = draw(st.sampled_from(["prevote", "precommit"]))
@@ -51,7 +66,7 @@ def event_sets(draw, honest_votes=False):
         evs.append(mk(who, node, draw(st.sampled_from(values)), rnd=rnd, wall=draw(st.integers(700, 2000))))
     claims = []
     for _ in range(draw(st.integers(0, 8))):
-        node = draw(st.sampled_from(nodes))
+        node = task_key(draw(st.sampled_from(nodes)), draw(st.sampled_from([1, 1, 2])))
         c = claim(draw(st.sampled_from(EXECS)), node, wall=draw(st.integers(2000, 5000)),
                   lease_ms=draw(st.sampled_from([500, 1000, 3000])), logical=draw(st.integers(0, 2)))
         claims.append(c)
@@ -63,10 +78,29 @@ def event_sets(draw, honest_votes=False):
         kind = draw(st.sampled_from(["renew", "release", "result", "result"]))
         wall = c.hlc.wall - T0 + draw(st.integers(1, 3000))
         author = next(e for e in EXECS if e.peer_id == c.author)
+        spent = draw(st.sampled_from([(0, 0), (30, 10)]))
         mk = {"renew": lambda: renew(author, c.body.node, c.id, wall, lease_ms=1000),
               "release": lambda: release(author, c.body.node, c.id, wall),
-              "result": lambda: result(author, c.body.node, c.id, wall)}[kind]
+              "result": lambda: result(author, c.body.node, c.id, wall, tokens=spent)}[kind]
         evs.append(mk())
+    # reviews of results and votes on their review slots (attempt 1; refused where not reviewed)
+    results = [e for e in evs if e.type == "result"]
+    for _ in range(draw(st.integers(0, 12)) if results else 0):
+        r = draw(st.sampled_from(results))
+        node = r.body.node.partition("#")[0]
+        wall = r.hlc.wall - T0 + draw(st.integers(1, 500))
+        if draw(st.booleans()):
+            evs.append(review(draw(st.sampled_from(VOTERS)), node, r.id, accept=draw(st.booleans()), wall=wall))
+            continue
+        who = draw(st.sampled_from(VOTERS))
+        rnd = draw(st.integers(1, max_rounds + 1))
+        phase = draw(st.sampled_from(["prevote", "precommit"]))
+        slot = review_slot(node, 1)
+        if honest_votes and (who.peer_id, slot, rnd, phase) in used:
+            continue
+        used.add((who.peer_id, slot, rnd, phase))
+        mk = prevote if phase == "prevote" else precommit
+        evs.append(mk(who, slot, draw(st.sampled_from([r.id, REJECT, NIL])), rnd=rnd, wall=wall))
     return evs
 
 
@@ -111,13 +145,13 @@ def test_one_precommit_per_elector_and_round_never_decides_two_values_in_a_round
             reaching = [v for v, who in rt.precommits.items() if len(who) >= t.quorum and v != NIL]
             assert len(reaching) <= 1
         # only the goal's electorate is ever stored as a voter
-        ref = plan.node_ref(node)
+        ref = plan.node_ref(node.partition("#")[0])
         if ref is not None and ne.votes:
             assert {v.author for v in ne.votes} <= set(plan.params(ref).electorate)
 
 
 @SETTINGS
-@given(event_sets(), st.randoms(use_true_random=False))
+@given(event_sets(honest_votes=True), st.randoms(use_true_random=False))
 def test_a_done_task_stays_done_whatever_arrives_later(evs, rnd):
     """Validity of a result depends only on its own claim's events: adding events can change
     which result counts (a partition's earlier one), never undo a done task. (An executor that
@@ -162,6 +196,13 @@ def test_generator_produces_decisions_done_tasks_and_takeovers():
          settings=settings(max_examples=3000, deadline=None))
     find(event_sets(), lambda evs: any(n.state.value == "done" and n.depth > 0 for n in derive(fold(evs), T0 + 9000).walk()),
          settings=settings(max_examples=3000, deadline=None))
+    # the new paths: a settled brief, a result under review, a task waiting for the step it follows
+    find(event_sets(), lambda evs: any(r.brief for r in derive(fold(evs), T0 + 9000).roots),
+         settings=settings(max_examples=3000, deadline=None))
+    find(event_sets(), lambda evs: any(e.type == "review" for e in fold(evs).events.values()),
+         settings=settings(max_examples=3000, deadline=None))
+    find(event_sets(), lambda evs: any(n.state.value == "waiting" for n in derive(fold(evs), T0 + 9000).walk()),
+         settings=settings(max_examples=3000, deadline=None))
 
 
 @SETTINGS
@@ -192,3 +233,28 @@ def test_incremental_derivation_equals_derivation_from_scratch(evs, rnd, steps):
     for later in (now + 500, now + 3000, now + 20000):  # time alone: leases lapse
         prev = derive(plan, later, prev=prev)
         assert prev.to_json() == derive(plan, later).to_json()
+
+
+@SETTINGS
+@given(event_sets(), st.randoms(use_true_random=False))
+def test_spending_is_the_same_whatever_the_order_and_never_falls(evs, rnd):
+    """A goal's spending (agent.core.budget) is a sum over the events the fold holds: the same
+    in any order, and it never goes down as events arrive (the budget phase never goes back)."""
+    order = evs[:]
+    rnd.shuffle(order)
+    plan = Plan()
+    last, phases = 0, ["open"]
+    for e in order:
+        try:
+            plan.apply(e)
+        except Rejected:
+            pass
+        for gid in plan.goals:
+            spent = plan.spent_total(gid)
+            assert spent >= last
+            last = spent
+            phases.append(plan.budget_phase(gid))
+    rank = {"open": 0, "no_splits": 1, "spent": 2}
+    assert [rank[p] for p in phases] == sorted(rank[p] for p in phases)
+    again = fold(evs)
+    assert {g: again.spent_total(g) for g in again.goals} == {g: plan.spent_total(g) for g in plan.goals}
