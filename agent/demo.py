@@ -46,6 +46,10 @@ class DemoConfig:
     web: bool = True  # the observers serve the web page on 127.0.0.1 (agent.web)
     keep: bool = False  # after the plan is done, keep the swarm (and its web page) up until Ctrl-C
     extra_env: dict[str, str] = field(default_factory=dict)
+    # the embedded model runs once, in one shared llama.cpp server (agent.llm.server) that every
+    # agent reaches over HTTP; False: each agent loads its own copy (the old way, for comparison)
+    shared_llm: bool = True
+    llm_parallel: int | None = None  # the shared server's slots (default: agent.llm.server's)
     # every demo is a private swarm of its own (with --mdns it would otherwise join, and be
     # joined by, any other open swarm named "demo" on the network)
     swarm_key: str = field(default_factory=lambda: generate_swarm_key(), repr=False)
@@ -238,10 +242,64 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, console: Co
     return 0, ""
 
 
+def wants_shared_server(cfg: DemoConfig) -> bool:
+    """Whether the agents would run the embedded model: then one shared server runs it."""
+    if not cfg.shared_llm or cfg.llm not in ("auto", "llamacpp"):
+        return False
+    if cfg.llm == "llamacpp":
+        return True
+    from agent.llm.ollama_backend import OllamaLLM
+
+    settings = load_settings()
+    if settings.openai_base_url:
+        return False  # auto: the agents take the configured OpenAI-compatible server first
+    ollama = OllamaLLM.from_settings(settings)
+
+    async def probe() -> bool:
+        try:
+            return (await ollama.probe(timeout=2.0))[0]
+        finally:
+            await ollama.aclose()
+
+    return not trio.run(probe)
+
+
+def start_shared_server(cfg: DemoConfig, root: Path, console: Console):
+    from agent.llm.server import spawn_server
+
+    console.print(f"starting one shared LLM server ({cfg.model or 'default model'}); "
+                  f"log in {root / 'logs' / 'llm-server.log'}", highlight=False, markup=False)
+    srv = spawn_server(log_path=root / "logs" / "llm-server.log", key_file=root / "llm-server.key",
+                       model=cfg.model, parallel=cfg.llm_parallel)
+    env = srv.env()
+    # one server for every agent: a request may wait behind one of every other agent
+    env.setdefault("SWARM_LLM_TIMEOUT", os.environ.get("SWARM_LLM_TIMEOUT", "600"))
+    cfg.extra_env = {**env, **cfg.extra_env}
+    console.print(f"LLM server up at {srv.base_url}", highlight=False, markup=False)
+    return srv
+
+
 def run_demo(cfg: DemoConfig) -> int:
     console = Console()
     root = cfg.out_dir or Path("out") / time.strftime("demo-%Y%m%d-%H%M%S")
     (root / "logs").mkdir(parents=True, exist_ok=True)
+    llm_server = None
+    if wants_shared_server(cfg):
+        from agent.llm.base import LLMError
+
+        try:
+            llm_server = start_shared_server(cfg, root, console)
+        except LLMError as exc:
+            console.print(f"[red]demo failed:[/red] {exc}", highlight=False)
+            return 2
+    try:
+        return _run_swarm(cfg, root, console)
+    finally:
+        if llm_server is not None:
+            llm_server.stop()
+
+
+def _run_swarm(cfg: DemoConfig, root: Path, console: Console) -> int:
     children = plan_children(cfg, root)
     console.print(f"starting {len(children)} agents ({cfg.decomposers} decomposers, {cfg.scorers} scorers, "
                   f"{cfg.executors} executors, {cfg.observers} observers; llm={cfg.llm}); logs in {root / 'logs'}")
