@@ -437,7 +437,7 @@ def serve_llm(
             model_dir=s.model_dir,
         ).start()
     except (LLMError, ValueError) as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True, soft_wrap=True)
         raise typer.Exit(1)
     try:
         print(srv.base_url, flush=True)

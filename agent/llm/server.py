@@ -128,6 +128,8 @@ class LocalLLMServer:
         self.load_seconds: float | None = None
         self.gate: Any = None
         self._llama: Any = None
+        self._upstream: str | None = None
+        self._upstream_key: str | None = None
         self._thread: threading.Thread | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._stop_event: trio.Event | None = None
@@ -160,15 +162,18 @@ class LocalLLMServer:
         with self._lock:
             if self._llama is not None:
                 return self
+            # the gate first: a port in use is said at once, not after loading the model, and
+            # while the model loads it answers 503 "loading" (a healthcheck waits on /health)
+            self._start_gate()
             t0 = time.perf_counter()
-            self._llama = self._load()
-            self.load_seconds = time.perf_counter() - t0
             try:
-                self._start_gate()
+                self._llama = self._load()
+                self.load_seconds = time.perf_counter() - t0
+                self.gate.set_upstream(self._upstream, self._upstream_key)
                 if self.key_file is not None:
                     write_key_file(self.key_file, self.api_key)
             except BaseException:
-                self._stop_locked()
+                self._stop_locked(quiet=True)
                 raise
         log.info("llm.server.up", url=self.base_url, model=self.model, parallel=self.parallel,
                  ctx_per_slot=self.ctx, threads=self.threads, batch=self.batch, queue=self.queue,
@@ -182,7 +187,7 @@ class LocalLLMServer:
         with self._lock:
             self._stop_locked()
 
-    def _stop_locked(self) -> None:
+    def _stop_locked(self, quiet: bool = False) -> None:
         thread, self._thread = self._thread, None
         if thread is not None:
             if self._token is not None and self._stop_event is not None:
@@ -200,7 +205,8 @@ class LocalLLMServer:
                         self.key_file.unlink()
                 except OSError:
                     pass
-            log.info("llm.server.stopped", model=self.model)
+            if not quiet:
+                log.info("llm.server.stopped", model=self.model)
 
     def __enter__(self) -> "LocalLLMServer":
         return self.start()
@@ -271,8 +277,11 @@ class LocalLLMServer:
         self._thread.start()
         self._bound.wait(timeout=60)
         if self._error is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+            why = _leaf(self._error)
             raise LLMUnavailable(f"the LLM server could not listen on {self.host}:{self.port}: "
-                                 f"{self._error}") from self._error
+                                 f"{type(why).__name__}: {why}") from why
         if self._bound_port is None:
             raise LLMUnavailable("the LLM server's gate did not start within 60 s")
 
@@ -292,7 +301,7 @@ class LocalLLMServer:
 
         self._token = trio.lowlevel.current_trio_token()
         self._stop_event = trio.Event()
-        self.gate = Gate(self._upstream, self._upstream_key, self.api_key,
+        self.gate = Gate(None, None, self.api_key,
                          max_active=self.parallel + self.queue,
                          describe_bound=f"{self.parallel} slots + a queue of {self.queue}", log=log,
                          to_grammar=compact_grammar)
@@ -311,6 +320,13 @@ class LocalLLMServer:
                 self._bound.set()
         finally:
             await self.gate.aclose()
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first error inside (nested) exception groups: the one worth a line."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def compact_grammar(schema: dict) -> str | None:
