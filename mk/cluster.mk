@@ -5,8 +5,9 @@
 #   make logs [SERVICE=observer]   make observe   make ps   make down   make image
 # Uses `docker compose` when it works, else podman-compose (PATH or .venv). On a host prepared
 # by scripts/containers/setup.sh (no registry: podman + a local base image), it adds
-# scripts/containers/compose.podman.yml (scripted LLM, no ollama/grafana, Debian Prometheus) and
-# the engine settings of scripts/containers/; force either way with PODMAN_LOCAL=1 / PODMAN_LOCAL=.
+# compose.llm.yml (LLM=embedded) and scripts/containers/compose.podman.yml (no grafana, Debian
+# Prometheus) and the engine settings of scripts/containers/; force either way with PODMAN_LOCAL=1 /
+# PODMAN_LOCAL=.  make up LLM=embedded [LLM_MODEL=smollm2-135m]: the embedded model anywhere.
 
 CLUSTER_ROOT := $(patsubst %/,%,$(dir $(abspath $(dir $(lastword $(MAKEFILE_LIST))))))
 CTR_DIR := $(CLUSTER_ROOT)/scripts/containers
@@ -36,6 +37,15 @@ endif
 
 COMPOSE_FILES := -f $(CLUSTER_ROOT)/docker-compose.yml
 IMAGE_BUILD_FLAGS ?=
+# the agents' LLM: ollama (default) or embedded (compose.llm.yml: one llama.cpp server from this
+# image with LLM_MODEL built in); a podman host without a registry has no Ollama image
+LLM ?= $(if $(filter 1,$(PODMAN_LOCAL)),embedded,ollama)
+LLM_MODEL ?= qwen2.5-1.5b
+export LLM_MODEL
+ifeq ($(LLM),embedded)
+COMPOSE_FILES += -f $(CLUSTER_ROOT)/compose.llm.yml
+IMAGE_BUILD_FLAGS += --build-arg LLM_MODELS=$(LLM_MODEL)
+endif
 ifeq ($(PODMAN_LOCAL),1)
 export CONTAINERS_CONF := $(CTR_DIR)/containers.conf
 export CONTAINERS_REGISTRIES_CONF := $(CTR_DIR)/registries.conf
@@ -70,7 +80,7 @@ swarm-key:
 
 up: image swarm-key
 	$(DC) up -d
-	@echo "scorers=$(SCALE_SCORERS) executors=$(SCALE_EXECUTORS) model=$(OLLAMA_MODEL)"
+	@echo "scorers=$(SCALE_SCORERS) executors=$(SCALE_EXECUTORS) llm=$(LLM) model=$(if $(filter embedded,$(LLM)),$(LLM_MODEL),$(OLLAMA_MODEL))"
 	@echo "observer metrics: http://127.0.0.1:9101/metrics  Prometheus: http://127.0.0.1:9090"
 	@$(if $(PODMAN_LOCAL),true,echo "Grafana: http://127.0.0.1:3000 (dashboard Swarm)")
 

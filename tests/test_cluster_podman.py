@@ -2,9 +2,12 @@
 
 Builds the project's image from the unchanged Dockerfile (on the local Debian base that
 scripts/containers/base-image.sh tags as python:3.11-slim), brings docker-compose.yml up with
-podman-compose plus a small override written here (scripted LLM; ollama and grafana left out,
-their images cannot be had; Debian's Prometheus; an `internal: true` network so nothing leaves
-the machine) and an env file of its own holding a fresh SWARM_KEY, then:
+podman-compose plus compose.llm.yml (the real model: one llama.cpp server, the `llm` service, run
+from the same image with SmolLM2-135M built in from its pinned wheel, shared by every agent over
+its OpenAI-compatible API) and a small override written here (ollama and grafana left out, their
+images cannot be had; Debian's Prometheus; plans of depth 1, for time; an `internal: true`
+network so nothing leaves the machine) and an env file of its own holding a fresh SWARM_KEY,
+then:
 
   1. Prometheus's DNS service discovery lists one target per agent container (every replica);
   2. every agent answers its healthcheck (run by hand: healthchecks don't run under
@@ -12,7 +15,8 @@ the machine) and an env file of its own holding a fresh SWARM_KEY, then:
   3. Prometheus scrapes every agent (`up == 1`), queried on a port published on 127.0.0.1;
   4. every agent holds its own directory in the agent-data volume: its key, its log;
   5. a goal is submitted; once the plan is in progress decomposer-2 is killed;
-  6. `observe --once --json` is polled until the goal's root is done;
+  6. `observe --once --json` is polled until the goal's root is done: planned on the real model
+     (every LLM agent chose the `llm` service's model, which served every answer);
   7. every surviving agent's stored log folds to the same digest and event count;
   8. `up -d --force-recreate`: every container is new (decomposer-2 comes back too), and every
      service resumes the same peers (peer ids from the keys) from the same directories, each
@@ -40,7 +44,7 @@ here, and is done with the podman / podman-compose CLIs instead:
     healthcheck command from the container's own config instead (what `podman healthcheck
     run` does, engine-neutral).
 
-Bounded (pytest-timeout 900 s) and always torn down (`down -v`, the test's own image tag and
+Bounded (pytest-timeout 1500 s) and always torn down (`down -v`, the test's own image tag and
 networks, the API service). Needs root, podman and podman-compose: scripts/containers/setup.sh.
 Run: .venv/bin/python -m pytest -m containers tests/test_cluster_podman.py -s
 """
@@ -73,7 +77,8 @@ SCALED = ["scorer", "executor"]
 AGENT_SERVICES = ["decomposer-1", "decomposer-2", "decomposer-3", "scorer", "executor", "observer"]
 SCORERS, EXECUTORS = 3, 2
 GOAL = "Plan a two-week trip to Japan"
-BUDGET = 14 * 60  # seconds for the whole scenario; teardown comes on top
+BUDGET = 22 * 60  # seconds for the whole scenario; teardown comes on top
+LLM_MODEL = "smollm2-135m"  # the smallest real model, for time
 HOST_CA = "/etc/ssl/certs/ca-certificates.crt"
 
 _why_skip = None
@@ -90,7 +95,7 @@ pytestmark = [
     pytest.mark.containers,
     pytest.mark.slow,
     pytest.mark.skipif(_why_skip is not None, reason=_why_skip or ""),
-    pytest.mark.timeout(900),
+    pytest.mark.timeout(1500),
 ]
 
 _spec = importlib.util.spec_from_file_location("swarm_chaos", ROOT / "mk" / "chaos.py")
@@ -123,6 +128,15 @@ print(json.dumps({"dir": d, "pid": pid, "peer": Identity(open(d + "/key.ed25519"
 """
 
 
+# Run inside the llm container: its metrics (llama.cpp's and the gate's), with the key it wrote.
+METRICS_PROBE = r"""
+import urllib.request
+key = open("/llm/key").read().strip()
+req = urllib.request.Request("http://127.0.0.1:8088/metrics", headers={"Authorization": "Bearer " + key})
+print(urllib.request.urlopen(req, timeout=10).read().decode())
+"""
+
+
 def _set_env(mp: pytest.MonkeyPatch, tmp: Path) -> Path:
     """Engine settings of scripts/containers, but with the netavark network backend: podman 4.3's
     CNI dnsname plugin refuses internal networks ("dnsname and internal networks are
@@ -139,6 +153,7 @@ def _set_env(mp: pytest.MonkeyPatch, tmp: Path) -> Path:
     mp.setenv("SCALE_SCORERS", str(SCORERS))
     mp.setenv("SCALE_EXECUTORS", str(EXECUTORS))
     mp.setenv("SWARM_IMAGE", IMAGE)
+    mp.setenv("LLM_MODEL", LLM_MODEL)
     mp.setenv("TESTCONTAINERS_RYUK_DISABLED", "true")  # its image cannot be pulled here
     for k in ("SWARM_QUORUM", "SWARM_PEERS", "SWARM_LLM", "SWARM_KEY", "COMPOSE_PROJECT_NAME",
               "DOCKER_HOST"):
@@ -225,10 +240,9 @@ networks:
 AGENT_OVERRIDE = """\
   {name}:
     image: {image}
-    depends_on: !reset {{}}
     environment:
-      SWARM_LLM: scripted
       SWARM_SWARM: {project}
+      SWARM_MAX_DEPTH: "1"
 """
 
 
@@ -248,7 +262,8 @@ class Cluster:
         self.override.write_text(OVERRIDE.format(prom_image=PROM_IMAGE, prom_port=self.prom_port,
                                                  agents=agents))
         self.compose = [PODMAN_COMPOSE, "-p", PROJECT, "--env-file", str(env_file),
-                        "-f", str(ROOT / "docker-compose.yml"), "-f", str(self.override)]
+                        "-f", str(ROOT / "docker-compose.yml"), "-f", str(ROOT / "compose.llm.yml"),
+                        "-f", str(self.override)]
         self.log: list[str] = []
         self.t0 = time.monotonic()
 
@@ -373,7 +388,8 @@ class Cluster:
                 pass
         for net in ("swarm", "hostport"):
             run(["podman", "network", "rm", "-f", f"{PROJECT}_{net}"], check=False)
-        run(["podman", "volume", "rm", "-f", f"{PROJECT}_agent-data"], check=False)
+        for vol in ("agent-data", "llm-key"):
+            run(["podman", "volume", "rm", "-f", f"{PROJECT}_{vol}"], check=False)
         run(["podman", "rmi", "-f", IMAGE], check=False)
 
 
@@ -413,9 +429,9 @@ def test_cluster_survives_losing_a_decomposer_and_keeps_identity(cluster: Cluste
         run(["bash", str(CTR / script)], timeout=600, env=cni)
     c.step("base and Prometheus images ready")
     run(["nice", "podman", "build", "--format", "docker", "-v", f"{HOST_CA}:/etc/ssl/host-ca.crt:ro",
-         "--build-arg", "PIP_CERT=/etc/ssl/host-ca.crt", "-t", IMAGE, str(ROOT)], timeout=600,
-        env=cni)
-    c.step(f"built {IMAGE} from the unchanged Dockerfile")
+         "--build-arg", "PIP_CERT=/etc/ssl/host-ca.crt", "--build-arg", f"LLM_MODELS={LLM_MODEL}",
+         "-t", IMAGE, str(ROOT)], timeout=900, env=cni)
+    c.step(f"built {IMAGE} from the unchanged Dockerfile, {LLM_MODEL} inside")
 
     # --- up ----------------------------------------------------------------------------------
     run(c.compose + ["up", "-d"], timeout=300)
@@ -476,6 +492,7 @@ def test_cluster_survives_losing_a_decomposer_and_keeps_identity(cluster: Cluste
 
     # --- 5. submit, kill decomposer-2 mid-plan ------------------------------------------------
     chaos.submit(c.compose, GOAL)
+    t_goal = time.monotonic()
     c.step("goal submitted")
 
     def in_progress():
@@ -501,7 +518,30 @@ def test_cluster_survives_losing_a_decomposer_and_keeps_identity(cluster: Cluste
         return (node is not None and node.get("state") == "done") or line
 
     c.poll("root done", root_done, max(c.left() - 240, 60), interval=5)
-    c.step("root done")
+    c.step(f"root done {time.monotonic() - t_goal:.0f}s after the goal was submitted")
+    from agent.render import markdown_from_json
+
+    plan = markdown_from_json(chaos.find_goal(chaos.observe(c.compose), GOAL)).strip().splitlines()
+    c.step("the plan begins:\n    " + "\n    ".join(plan[:8]))
+
+    # --- 6b. ... on the real model: every LLM agent chose it, the llm service served it all ----
+    for name, svc in c.agent_containers().items():
+        if svc == "observer":
+            continue
+        rec = c.last_log_event(name, "llm.selected")
+        assert rec and rec.get("backend") == "openai" and rec.get("model") == LLM_MODEL, (name, rec)
+    (llm_name,) = [x.name for x in c.containers(running_only=True)
+                   if x.labels.get("com.docker.compose.service") == "llm"]
+    code, out, err = c.exec(llm_name, ["python", "-c", METRICS_PROBE])
+    assert code == 0, err[-1000:]
+    served = {k: float(v) for k, v in (ln.split() for ln in out.splitlines()
+                                        if ln.startswith(("swarm_llm_gate_forwarded_total",
+                                                          "llamacpp:tokens_predicted_total")))}
+    assert served.get("llamacpp:tokens_predicted_total", 0) > 0, out[-1500:]
+    answers = sum(1 for n in chaos.walk(chaos.find_goal(chaos.observe(c.compose), GOAL))
+                  if n.get("state") == "done")  # each one's result is at least one answer
+    assert served.get("swarm_llm_gate_forwarded_total", 0) >= answers, (served, answers)
+    c.step(f"planned on {LLM_MODEL} through the llm service: {served}")
 
     # --- 7. every surviving agent agrees ----------------------------------------------------------
     def agree():

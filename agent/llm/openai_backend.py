@@ -122,7 +122,7 @@ class OpenAILLM(LLM):
         self.base_url = base_url.rstrip("/")
         self.model = model or ""  # "": the server's first model (asked once)
         self._static_key = api_key
-        self.api_key_file = Path(api_key_file) if api_key_file else None
+        self.api_key_file = Path(api_key_file).expanduser() if api_key_file else None
         self.timeout = timeout
         self.connect_timeout = min(connect_timeout, timeout)
         self.retries = retries
