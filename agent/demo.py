@@ -265,12 +265,15 @@ def wants_shared_server(cfg: DemoConfig) -> bool:
 
 
 def start_shared_server(cfg: DemoConfig, root: Path, console: Console):
+    from agent.llm import models
     from agent.llm.server import spawn_server
 
-    console.print(f"starting one shared LLM server ({cfg.model or 'default model'}); "
-                  f"log in {root / 'logs' / 'llm-server.log'}", highlight=False, markup=False)
+    settings = load_settings()
+    model = models.resolve(cfg.model or settings.llamacpp_model, settings.model_dir)[0]  # or ModelMissing
+    console.print(f"starting one shared LLM server ({model}); log in {root / 'logs' / 'llm-server.log'}",
+                  highlight=False, markup=False)
     srv = spawn_server(log_path=root / "logs" / "llm-server.log", key_file=root / "llm-server.key",
-                       model=cfg.model, parallel=cfg.llm_parallel)
+                       model=model, parallel=cfg.llm_parallel)
     env = srv.env()
     # one server for every agent: a request may wait behind one of every other agent
     env.setdefault("SWARM_LLM_TIMEOUT", os.environ.get("SWARM_LLM_TIMEOUT", "600"))
