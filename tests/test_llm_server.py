@@ -227,6 +227,18 @@ async def test_a_wrong_key_is_refused_with_one_line(server):
     await llm.aclose()
 
 
+@pytest.mark.slow
+@needs_model
+async def test_a_model_it_does_not_serve_is_model_missing(server):
+    """llama.cpp would answer with its one model whatever a request names: the gate says no."""
+    llm = backend(server, model="gpt-4o")
+    usable, why = await llm.probe()
+    assert not usable and "gpt-4o" in why and SMALL in why
+    with pytest.raises(ModelMissing, match=rf"gpt-4o.*serves {SMALL}"):
+        await llm.complete(text_request("Hi"))
+    await llm.aclose()
+
+
 # ------------------------------------------------------------------------- the command
 
 @pytest.mark.slow

@@ -149,8 +149,12 @@ class Assembler:
 class Gate:
     def __init__(self, upstream: str | None, upstream_key: str | None, api_key: str, *,
                  max_active: int, describe_bound: str = "", log: Any = None,
-                 to_grammar: Callable[[dict], str | None] | None = None) -> None:
+                 to_grammar: Callable[[dict], str | None] | None = None,
+                 models: frozenset[str] = frozenset()) -> None:
         self.upstream: str | None = None
+        # llama.cpp answers with its one model whatever a request names; a client naming another
+        # is told, as an OpenAI server would (404), instead of getting a model it did not ask for
+        self.models = models
         self.upstream_key = ""
         if upstream is not None:
             self.set_upstream(upstream, upstream_key or "")
@@ -212,7 +216,12 @@ class Gate:
             return
         assemble = False
         if method == "POST" and path.endswith("/chat/completions"):
-            body, assemble = self._rewrite(body)
+            body, assemble, model = self._rewrite(body)
+            if model is not None and self.models and model not in self.models:
+                await _reply(send, 404, error_body(
+                    404, f"The model `{str(model)[:100]}` does not exist here; this server serves "
+                    f"{', '.join(sorted(self.models))}", "invalid_request_error"))
+                return
         counted = method == "POST"
         if counted and self.stats.active >= self.max_active:
             self.stats.busy += 1
@@ -232,16 +241,16 @@ class Gate:
 
     # ------------------------------------------------------------------ the request
 
-    def _rewrite(self, body: bytes) -> tuple[bytes, bool]:
-        """(the body to send on, whether its stream is to be put back together): a stream
-        always, the schema as a compact grammar when it can be. A body that cannot be read goes
-        on as it is (llama.cpp answers it)."""
+    def _rewrite(self, body: bytes) -> tuple[bytes, bool, Any]:
+        """(the body to send on, whether its stream is to be put back together, the model it
+        names): a stream always, the schema as a compact grammar when it can be. A body that
+        cannot be read goes on as it is (llama.cpp answers it)."""
         try:
             data = orjson.loads(body)
         except orjson.JSONDecodeError:
-            return body, False
+            return body, False, None
         if not isinstance(data, dict):
-            return body, False
+            return body, False, None
         assemble = not data.get("stream")
         if assemble:
             data["stream"] = True
@@ -254,7 +263,7 @@ class Gate:
             if grammar is not None:
                 del data["response_format"]
                 data["grammar"] = grammar
-        return orjson.dumps(data), assemble
+        return orjson.dumps(data), assemble, data.get("model") or None
 
     def _grammar(self, schema: dict) -> str | None:
         key = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)

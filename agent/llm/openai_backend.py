@@ -244,8 +244,8 @@ class OpenAILLM(LLM):
             return True, f"{self._where()} serves {self.model}"
         return False, str(self._missing(names))
 
-    def _missing(self, names: list[str] | None = None) -> ModelMissing:
-        have = f" (it serves: {', '.join(names)})" if names else ""
+    def _missing(self, names: list[str] | None = None, said: str = "") -> ModelMissing:
+        have = f" (it serves: {', '.join(names)})" if names else f" ({said})" if said else ""
         return ModelMissing(f"model {self.model} is not served by {self._where()}{have}; set "
                             "SWARM_OPENAI_MODEL to one it serves")
 
@@ -329,7 +329,7 @@ class OpenAILLM(LLM):
                     continue
                 raise self._auth(status)
             if status == 404 and "model" in text.lower():
-                raise self._missing()
+                raise self._missing(said=text)
             if status == 404:
                 raise LLMError(f"{self._where()} has no /chat/completions (404: {text}); the base "
                                "URL usually ends in /v1")

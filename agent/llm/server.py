@@ -138,6 +138,11 @@ class LocalLLMServer:
         self._error: BaseException | None = None
         self._lock = threading.Lock()
 
+    @property
+    def served_name(self) -> str:
+        """The model's name on the API (``/v1/models``; what requests may name)."""
+        return self.model if "/" not in self.model else self.path.stem
+
     # ------------------------------------------------------------------ lifecycle
 
     @property
@@ -242,7 +247,7 @@ class LocalLLMServer:
         p = xllamacpp.CommonParams()
         p.model.path = str(self.path)
         p.offline = True  # never download anything
-        p.model_alias = {self.model if "/" not in self.model else self.path.stem}
+        p.model_alias = {self.served_name}
         p.n_parallel = self.parallel
         p.n_ctx = self.ctx * self.parallel  # llama.cpp divides it among the slots
         p.kv_unified = self.unified_kv
@@ -304,7 +309,7 @@ class LocalLLMServer:
         self.gate = Gate(None, None, self.api_key,
                          max_active=self.parallel + self.queue,
                          describe_bound=f"{self.parallel} slots + a queue of {self.queue}", log=log,
-                         to_grammar=compact_grammar)
+                         to_grammar=compact_grammar, models=frozenset({self.served_name}))
         config = Config()
         config.bind = [f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"]
         config.accesslog = None
