@@ -162,7 +162,7 @@ class LocalLLMServer:
         return ServerInfo(self.base_url, self.api_key, self.key_file, self.model, self.path)
 
     def start(self) -> "LocalLLMServer":
-        """Load the model, start the gate, write the key file; blocking. Raises ``ModelMissing``
+        """Start the gate, load the model, write the key file; blocking. Raises ``ModelMissing``
         or ``LLMUnavailable`` (with what went wrong) and leaves nothing running."""
         with self._lock:
             if self._llama is not None:
