@@ -5,7 +5,8 @@ scripts/containers/base-image.sh tags as python:3.11-slim), brings docker-compos
 podman-compose plus compose.llm.yml (the real model: one llama.cpp server, the `llm` service, run
 from the same image with SmolLM2-135M built in from its pinned wheel, shared by every agent over
 its OpenAI-compatible API) and a small override written here (ollama and grafana left out, their
-images cannot be had; Debian's Prometheus; plans of depth 1, for time; an `internal: true`
+images cannot be had; Debian's Prometheus; plans of depth 1, <= 3 children, 1 regular round,
+for time; an `internal: true`
 network so nothing leaves the machine) and an env file of its own holding a fresh SWARM_KEY,
 then:
 
@@ -44,7 +45,7 @@ here, and is done with the podman / podman-compose CLIs instead:
     healthcheck command from the container's own config instead (what `podman healthcheck
     run` does, engine-neutral).
 
-Bounded (pytest-timeout 1500 s) and always torn down (`down -v`, the test's own image tag and
+Bounded (pytest-timeout 2200 s) and always torn down (`down -v`, the test's own image tag and
 networks, the API service). Needs root, podman and podman-compose: scripts/containers/setup.sh.
 Run: .venv/bin/python -m pytest -m containers tests/test_cluster_podman.py -s
 """
@@ -77,7 +78,9 @@ SCALED = ["scorer", "executor"]
 AGENT_SERVICES = ["decomposer-1", "decomposer-2", "decomposer-3", "scorer", "executor", "observer"]
 SCORERS, EXECUTORS = 3, 2
 GOAL = "Plan a two-week trip to Japan"
-BUDGET = 22 * 60  # seconds for the whole scenario; teardown comes on top
+# seconds for the whole scenario; teardown comes on top. The real model's plan takes 2-3 minutes
+# on a quiet 2-core machine, over 15 on one loaded by other work (load average 8-16, measured)
+BUDGET = 32 * 60
 LLM_MODEL = "smollm2-135m"  # the smallest real model, for time
 HOST_CA = "/etc/ssl/certs/ca-certificates.crt"
 
@@ -95,7 +98,7 @@ pytestmark = [
     pytest.mark.containers,
     pytest.mark.slow,
     pytest.mark.skipif(_why_skip is not None, reason=_why_skip or ""),
-    pytest.mark.timeout(1500),
+    pytest.mark.timeout(2200),
 ]
 
 _spec = importlib.util.spec_from_file_location("swarm_chaos", ROOT / "mk" / "chaos.py")
@@ -243,6 +246,8 @@ AGENT_OVERRIDE = """\
     environment:
       SWARM_SWARM: {project}
       SWARM_MAX_DEPTH: "1"
+      SWARM_MAX_CHILDREN: "3"
+      SWARM_MAX_ROUNDS: "1"
 """
 
 
