@@ -10,7 +10,9 @@ aggregate completion tokens/s (all tokens / wall time), the median per-request d
 wall time, the prompt rate, and the process's peak RSS. With --cache it then measures the prompt
 cache: requests that share a long prefix (a system message and a ~900-token brief), cold and
 warm, in one slot and across slots, and a prefix coming back after another one took its slot.
-The machine's load average is printed with every figure (the machine may be shared).
+The machine's load average is printed with every figure (the machine may be shared), and so
+is what the work cost in CPU time (tokens per CPU-second of this process, llama.cpp's threads
+included): wall-clock rates fall with other load, the cost of a token does much less.
 """
 
 from __future__ import annotations
@@ -35,6 +37,12 @@ TOPICS = ["the history of tea", "how bridges carry load", "the life of bees", "t
 
 def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _cpu_s() -> float:
+    """CPU seconds this process (llama.cpp's threads included) has used."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
 
 
 def _rss_mb() -> float:
@@ -63,16 +71,18 @@ async def throughput(srv: LocalLLMServer, concurrency: int, tokens: int, base: i
                     "max_tokens": tokens, "ignore_eos": True, "temperature": 0.7, "seed": i}
             results.append(await _post(client, srv.base_url, srv.api_key, body))
 
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu_s()
         async with trio.open_nursery() as n:
             for i in range(concurrency):
                 n.start_soon(one, i)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, _cpu_s() - c0
     gen = sum(r["usage"]["completion_tokens"] for r in results)
     prompt = sum(r["timings"]["prompt_n"] for r in results)
     return {
         "concurrency": concurrency, "wall_s": round(wall, 2), "completion_tokens": gen,
         "aggregate_tok_s": round(gen / wall, 2),
+        # robust to other load on the machine: what the work costs, not how long it waited
+        "cpu_s": round(cpu, 2), "tok_per_cpu_s": round(gen / cpu, 2) if cpu > 0 else None,
         "per_request_tok_s": round(statistics.median(r["timings"]["predicted_per_second"] for r in results), 2),
         "prompt_tokens": prompt,
         "prompt_tok_s": round(statistics.median(r["timings"]["prompt_per_second"] for r in results), 1),
@@ -137,7 +147,8 @@ def run(model: str, configs: list[tuple[int, int]], concurrency: list[int], toke
                 r.update(parallel=parallel, threads=threads, rss_mb=round(_rss_mb()))
                 res["runs"].append(r)
                 say(f"  P={parallel} T={threads} C={c}: {r['aggregate_tok_s']:6.2f} tok/s aggregate, "
-                    f"{r['per_request_tok_s']:6.2f} per request, {r['wall_s']:6.1f}s wall, prompt "
+                    f"{r['per_request_tok_s']:6.2f} per request, {r['tok_per_cpu_s']} tok per CPU-s "
+                    f"({r['cpu_s']} CPU-s), {r['wall_s']:6.1f}s wall, prompt "
                     f"{r['prompt_tok_s']} tok/s, peak RSS {r['rss_mb']} MB (load {r['load']})")
             if with_cache:
                 c = trio.run(cache, srv)
