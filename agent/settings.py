@@ -90,7 +90,7 @@ def expand_data_dir(template: str) -> Path:
             _held[base] = (path, fd)
             return path
     raise ValueError(f"all {MAX_SLOTS} slots of {template!r} are held by running agents")
-LLMBackendName = Literal["auto", "ollama", "llamacpp", "scripted"]
+LLMBackendName = Literal["auto", "ollama", "llamacpp", "openai", "scripted"]
 
 
 class Settings(BaseSettings):
@@ -145,6 +145,16 @@ class Settings(BaseSettings):
     model_dir: Path | None = Field(None, description="where split embedded models are assembled")
     llamacpp_threads: int = Field(1, ge=1, le=64)
     llamacpp_ctx: int = Field(2048, ge=256, le=32768)
+    # any OpenAI-compatible server (SWARM_LLM=openai): the shared `python -m agent serve-llm`,
+    # llama.cpp's llama-server, vLLM, LM Studio, Ollama's /v1, a hosted API
+    openai_base_url: str | None = Field(None, max_length=500, pattern=r"^https?://",
+                                        description="e.g. http://127.0.0.1:8088/v1 (serve-llm prints it)")
+    openai_model: str | None = Field(None, max_length=200, description="default: the server's first model")
+    openai_api_key: SecretStr | None = Field(None, repr=False)
+    openai_api_key_file: Path | None = Field(None, description="read again whenever it changes")
+    openai_connect_timeout: float = Field(5.0, gt=0, le=120)
+    openai_response_format: Literal["auto", "json_schema", "json_object", "prompt"] = Field(
+        "auto", description="auto: json_schema, falling back to json_object, then the schema in the prompt")
     scripted_latency: float = Field(0.0, ge=0)
 
     # plan parameters (carried in the goal event, so every peer folds with the same ones)

@@ -8,8 +8,9 @@
 # commands later (`docker compose up -d --force-recreate`) and the next `make up` keep them.
 # Uses `docker compose` when it works, else podman-compose (PATH or .venv). On a host prepared
 # by scripts/containers/setup.sh (no registry: podman + a local base image), it adds
-# scripts/containers/compose.podman.yml (scripted LLM, no ollama/grafana, Debian Prometheus) and
-# the engine settings of scripts/containers/; force either way with PODMAN_LOCAL=1 / PODMAN_LOCAL=.
+# compose.llm.yml (LLM=embedded) and scripts/containers/compose.podman.yml (no grafana, Debian
+# Prometheus) and the engine settings of scripts/containers/; force either way with PODMAN_LOCAL=1 /
+# PODMAN_LOCAL=.  make up LLM=embedded [LLM_MODEL=smollm2-135m]: the embedded model anywhere.
 
 CLUSTER_ROOT := $(patsubst %/,%,$(dir $(abspath $(dir $(lastword $(MAKEFILE_LIST))))))
 CTR_DIR := $(CLUSTER_ROOT)/scripts/containers
@@ -41,6 +42,15 @@ endif
 
 COMPOSE_FILES := -f $(CLUSTER_ROOT)/docker-compose.yml
 IMAGE_BUILD_FLAGS ?=
+# the agents' LLM: ollama (default) or embedded (compose.llm.yml: one llama.cpp server from this
+# image with LLM_MODEL built in); a podman host without a registry has no Ollama image
+LLM ?= $(if $(filter 1,$(PODMAN_LOCAL)),embedded,ollama)
+LLM_MODEL ?= qwen2.5-1.5b
+export LLM_MODEL
+ifeq ($(LLM),embedded)
+COMPOSE_FILES += -f $(CLUSTER_ROOT)/compose.llm.yml
+IMAGE_BUILD_FLAGS += --build-arg LLM_MODELS=$(LLM_MODEL)
+endif
 ifeq ($(PODMAN_LOCAL),1)
 export CONTAINERS_CONF := $(CTR_DIR)/containers.conf
 export CONTAINERS_REGISTRIES_CONF := $(CTR_DIR)/registries.conf
@@ -79,10 +89,10 @@ PODMAN_NOISE := -e "unable to get systemd connection to .* healthchecks" -e "^fa
 PODMAN_NOTE := podman: no systemd here, so healthchecks are not scheduled (podman reports that as an error for every container: hidden). The agents retry peers and their LLM by themselves; podman healthcheck run CONTAINER runs one check by hand.
 
 up: image swarm-key
-	@$(CTR_DIR)/env-set.sh "$(ENV_FILE)" SCALE_SCORERS=$(SCALE_SCORERS) SCALE_EXECUTORS=$(SCALE_EXECUTORS)
+	@$(CTR_DIR)/env-set.sh "$(ENV_FILE)" SCALE_SCORERS=$(SCALE_SCORERS) SCALE_EXECUTORS=$(SCALE_EXECUTORS) $(if $(filter embedded,$(LLM)),LLM_MODEL=$(LLM_MODEL))
 	@set -o pipefail; $(DC) up -d 2>&1 | { grep -v $(PODMAN_NOISE) || true; }
 	@$(if $(findstring podman,$(COMPOSE)),echo "$(PODMAN_NOTE)",true)
-	@echo "scorers=$(SCALE_SCORERS) executors=$(SCALE_EXECUTORS) (kept in $(ENV_FILE) for later compose commands)"
+	@echo "scorers=$(SCALE_SCORERS) executors=$(SCALE_EXECUTORS) llm=$(LLM) model=$(if $(filter embedded,$(LLM)),$(LLM_MODEL),$(OLLAMA_MODEL)) (kept in $(ENV_FILE) for later compose commands)"
 	@python3 $(CLUSTER_ROOT)/mk/llm_in_use.py --compose "$(DC)"
 	@echo "observer metrics: http://127.0.0.1:9101/metrics  Prometheus: http://127.0.0.1:9090"
 	@$(if $(PODMAN_LOCAL),true,echo "Grafana: http://127.0.0.1:3000 (dashboard Swarm)")

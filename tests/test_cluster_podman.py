@@ -2,9 +2,13 @@
 
 Builds the project's image from the unchanged Dockerfile (on the local Debian base that
 scripts/containers/base-image.sh tags as python:3.11-slim), brings docker-compose.yml up with
-podman-compose plus a small override written here (scripted LLM; ollama and grafana left out,
-their images cannot be had; Debian's Prometheus; an `internal: true` network so nothing leaves
-the machine) and an env file of its own holding a fresh SWARM_KEY, then:
+podman-compose plus compose.llm.yml (the real model: one llama.cpp server, the `llm` service, run
+from the same image with SmolLM2-135M built in from its pinned wheel, shared by every agent over
+its OpenAI-compatible API) and a small override written here (ollama and grafana left out, their
+images cannot be had; Debian's Prometheus; plans of depth 1, <= 3 children, 1 regular round,
+for time; an `internal: true`
+network so nothing leaves the machine) and an env file of its own holding a fresh SWARM_KEY,
+then:
 
   1. Prometheus's DNS service discovery lists one target per agent container (every replica);
   2. every agent answers its healthcheck (run by hand: healthchecks don't run under
@@ -14,7 +18,7 @@ the machine) and an env file of its own holding a fresh SWARM_KEY, then:
   5. `make chaos` (the README's command, on this cluster): it submits a goal, kills
      decomposer-2 once the plan is in progress and follows the plan until the root is done;
      it exits 0 only if the kill landed mid-plan and the root's synthesis began after it (the
-     scripted LLM answers in 5 s, so a plan takes a few minutes);
+     plan runs on the real model, smollm2-135m, through the `llm` service);
   6. `make observe`: the live tree in the terminal, no port clash with the observer, no JSON
      log lines, the finished plan shown;
   7. every surviving agent's stored log folds to the same digest and event count;
@@ -46,7 +50,7 @@ here, and is done with the podman / podman-compose CLIs instead:
     healthcheck command from the container's own config instead (what `podman healthcheck
     run` does, engine-neutral).
 
-Bounded (pytest-timeout 900 s) and always torn down (`down -v`, the test's own image tag and
+Bounded (pytest-timeout 2200 s) and always torn down (`down -v`, the test's own image tag and
 networks, the API service). Needs root, podman and podman-compose: scripts/containers/setup.sh.
 Run: .venv/bin/python -m pytest -m containers tests/test_cluster_podman.py -s
 """
@@ -79,7 +83,10 @@ SCALED = ["scorer", "executor"]
 AGENT_SERVICES = ["decomposer-1", "decomposer-2", "decomposer-3", "scorer", "executor", "observer"]
 SCORERS, EXECUTORS = 3, 3  # 3 executors: not the default, so a re-creation must remember it
 GOAL = "Plan a two-week trip to Japan"
-BUDGET = 14 * 60  # seconds for the whole scenario; teardown comes on top
+# seconds for the whole scenario; teardown comes on top. The real model's plan takes 2-3 minutes
+# on a quiet 2-core machine, over 15 on one loaded by other work (load average 8-16, measured)
+BUDGET = 32 * 60
+LLM_MODEL = "smollm2-135m"  # the smallest real model, for time
 HOST_CA = "/etc/ssl/certs/ca-certificates.crt"
 
 _why_skip = None
@@ -96,7 +103,7 @@ pytestmark = [
     pytest.mark.containers,
     pytest.mark.slow,
     pytest.mark.skipif(_why_skip is not None, reason=_why_skip or ""),
-    pytest.mark.timeout(900),
+    pytest.mark.timeout(2200),
 ]
 
 _spec = importlib.util.spec_from_file_location("swarm_chaos", ROOT / "mk" / "chaos.py")
@@ -129,6 +136,15 @@ print(json.dumps({"dir": d, "pid": pid, "peer": Identity(open(d + "/key.ed25519"
 """
 
 
+# Run inside the llm container: its metrics (llama.cpp's and the gate's), with the key it wrote.
+METRICS_PROBE = r"""
+import urllib.request
+key = open("/llm/key").read().strip()
+req = urllib.request.Request("http://127.0.0.1:8088/metrics", headers={"Authorization": "Bearer " + key})
+print(urllib.request.urlopen(req, timeout=10).read().decode())
+"""
+
+
 def _set_env(mp: pytest.MonkeyPatch, tmp: Path) -> Path:
     """Engine settings of scripts/containers, but with the netavark network backend: podman 4.3's
     CNI dnsname plugin refuses internal networks ("dnsname and internal networks are
@@ -143,6 +159,7 @@ def _set_env(mp: pytest.MonkeyPatch, tmp: Path) -> Path:
     mp.setenv("CONTAINERS_CONF", str(tmp / "containers.conf"))
     mp.setenv("CONTAINERS_REGISTRIES_CONF", str(CTR / "registries.conf"))
     mp.setenv("SWARM_IMAGE", IMAGE)
+    mp.setenv("LLM_MODEL", LLM_MODEL)
     mp.setenv("TESTCONTAINERS_RYUK_DISABLED", "true")  # its image cannot be pulled here
     # the scale comes from `make up SCALE_...=` and then from the env file only
     for k in ("SWARM_QUORUM", "SWARM_PEERS", "SWARM_LLM", "SWARM_KEY", "COMPOSE_PROJECT_NAME",
@@ -211,8 +228,8 @@ class Engine:
 OVERRIDE = """\
 # written by tests/test_cluster_podman.py
 services:
-  ollama: !reset
-  ollama-pull: !reset
+  # (ollama and ollama-pull are gone already: compose.llm.yml resets them, and podman-compose
+  # cannot reset a service twice)
   grafana: !reset
   prometheus:
     image: {prom_image}
@@ -230,11 +247,11 @@ networks:
 AGENT_OVERRIDE = """\
   {name}:
     image: {image}
-    depends_on: !reset {{}}
     environment:
-      SWARM_LLM: scripted
-      SWARM_SCRIPTED_LATENCY: "5"
       SWARM_SWARM: {project}
+      SWARM_MAX_DEPTH: "1"
+      SWARM_MAX_CHILDREN: "3"
+      SWARM_MAX_ROUNDS: "1"
 """
 
 
@@ -255,12 +272,14 @@ class Cluster:
                                                  agents=agents))
         self.env_file = env_file
         self.compose = [PODMAN_COMPOSE, "-p", PROJECT, "--env-file", str(env_file),
-                        "-f", str(ROOT / "docker-compose.yml"), "-f", str(self.override)]
+                        "-f", str(ROOT / "docker-compose.yml"), "-f", str(ROOT / "compose.llm.yml"),
+                        "-f", str(self.override)]
         # the README's make targets, pointed at this cluster (the image is built by the test:
         # -o image; PODMAN_LOCAL empty: the test's own engine settings, already exported)
         self.make = ["make", "--no-print-directory", "-C", str(ROOT), "-o", "image",
                      f"COMPOSE={PODMAN_COMPOSE} -p {PROJECT}",
-                     f"COMPOSE_FILES=-f {ROOT / 'docker-compose.yml'} -f {self.override}",
+                     f"COMPOSE_FILES=-f {ROOT / 'docker-compose.yml'} -f {ROOT / 'compose.llm.yml'} -f {self.override}",
+                     "LLM=embedded", f"LLM_MODEL={LLM_MODEL}",
                      f"ENV_FILE={env_file}", "PODMAN_LOCAL=", f"SWARM_IMAGE={IMAGE}"]
         self.log: list[str] = []
         self.t0 = time.monotonic()
@@ -386,7 +405,8 @@ class Cluster:
                 pass
         for net in ("swarm", "hostport"):
             run(["podman", "network", "rm", "-f", f"{PROJECT}_{net}"], check=False)
-        run(["podman", "volume", "rm", "-f", f"{PROJECT}_agent-data"], check=False)
+        for vol in ("agent-data", "llm-key"):
+            run(["podman", "volume", "rm", "-f", f"{PROJECT}_{vol}"], check=False)
         run(["podman", "rmi", "-f", IMAGE], check=False)
 
 
@@ -426,14 +446,14 @@ def test_cluster_survives_losing_a_decomposer_and_keeps_identity(cluster: Cluste
         run(["bash", str(CTR / script)], timeout=600, env=cni)
     c.step("base and Prometheus images ready")
     run(["nice", "podman", "build", "--format", "docker", "-v", f"{HOST_CA}:/etc/ssl/host-ca.crt:ro",
-         "--build-arg", "PIP_CERT=/etc/ssl/host-ca.crt", "-t", IMAGE, str(ROOT)], timeout=600,
-        env=cni)
-    c.step(f"built {IMAGE} from the unchanged Dockerfile")
+         "--build-arg", "PIP_CERT=/etc/ssl/host-ca.crt", "--build-arg", f"LLM_MODELS={LLM_MODEL}",
+         "-t", IMAGE, str(ROOT)], timeout=900, env=cni)
+    c.step(f"built {IMAGE} from the unchanged Dockerfile, {LLM_MODEL} inside")
 
     # --- make up ------------------------------------------------------------------------------
     r = run(c.make + ["up", f"SCALE_SCORERS={SCORERS}", f"SCALE_EXECUTORS={EXECUTORS}"], timeout=300)
     c.step("make up: " + " | ".join(ln for ln in r.stdout.splitlines() if ln.startswith(("scorers=", "llm:"))))
-    assert "llm: scripted" in r.stdout, f"make up did not name the LLM the agents run:\n{r.stdout[-2000:]}"
+    assert f"llm: openai model={LLM_MODEL}" in r.stdout, f"make up did not name the LLM the agents run:\n{r.stdout[-2000:]}"
     assert "model=llama3.2" not in r.stdout, r.stdout[-2000:]
     assert "level=error" not in r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
     env_lines = c.env_file.read_text().splitlines()
@@ -534,6 +554,25 @@ def test_cluster_survives_losing_a_decomposer_and_keeps_identity(cluster: Cluste
     json_lines = [ln for ln in text.splitlines() if ln.lstrip().startswith('{"')]
     assert not json_lines, f"JSON log lines in the live tree: {json_lines[:3]}"
     c.step(f"make observe: the live tree with the finished plan ({len(text)} bytes), no JSON lines")
+
+    # --- 6b. ... on the real model: every LLM agent chose it, the llm service served it all ----
+    for name, svc in c.agent_containers().items():
+        if svc == "observer":
+            continue
+        rec = c.last_log_event(name, "llm.selected")
+        assert rec and rec.get("backend") == "openai" and rec.get("model") == LLM_MODEL, (name, rec)
+    (llm_name,) = [x.name for x in c.containers(running_only=True)
+                   if x.labels.get("com.docker.compose.service") == "llm"]
+    code, out, err = c.exec(llm_name, ["python", "-c", METRICS_PROBE])
+    assert code == 0, err[-1000:]
+    served = {k: float(v) for k, v in (ln.split() for ln in out.splitlines()
+                                        if ln.startswith(("swarm_llm_gate_forwarded_total",
+                                                          "llamacpp:tokens_predicted_total")))}
+    assert served.get("llamacpp:tokens_predicted_total", 0) > 0, out[-1500:]
+    answers = sum(1 for n in chaos.walk(chaos.find_goal(chaos.observe(c.compose), GOAL))
+                  if n.get("state") == "done")  # each one's result is at least one answer
+    assert served.get("swarm_llm_gate_forwarded_total", 0) >= answers, (served, answers)
+    c.step(f"planned on {LLM_MODEL} through the llm service: {served}")
 
     # --- 7. every surviving agent agrees ----------------------------------------------------------
     def agree():

@@ -355,3 +355,70 @@ def test_make_down_removes_every_replica():
     mk = (ROOT / "mk" / "cluster.mk").read_text()
     recipe = re.search(r"^down:.*\n\t(.*)$", mk, re.M)
     assert recipe and " down --remove-orphans" in recipe.group(1), recipe and recipe.group(1)
+
+
+# ---------------------------------------------------------------- compose.llm.yml: the embedded model
+LLM_OVERRIDE = ROOT / "compose.llm.yml"
+
+
+class _Tagged(yaml.SafeLoader):
+    """Reads Compose's !reset / !override tags as plain values marked by their tag."""
+
+
+_Tagged.add_constructor("!reset", lambda loader, node: "!reset")
+_Tagged.add_constructor("!override", lambda loader, node: ("!override", loader.construct_sequence(node)
+                                                           if isinstance(node, yaml.SequenceNode)
+                                                           else loader.construct_mapping(node)))
+
+
+def test_the_llm_override_serves_every_llm_agent_from_the_project_image():
+    cfg = interpolate(yaml.load(LLM_OVERRIDE.read_text(), Loader=_Tagged), {})
+    services = cfg["services"]
+    assert services["ollama"] == "!reset" and services["ollama-pull"] == "!reset"
+    llm = services["llm"]
+    assert llm["image"] == "swarm-planner:latest"  # the agents' image: one build, the model inside
+    assert llm["build"]["args"]["LLM_MODELS"] == "qwen2.5-1.5b"
+    cmd = llm["command"]
+    assert cmd[0] == "serve-llm" and cmd[cmd.index("--model") + 1] == "qwen2.5-1.5b"
+    assert cmd[cmd.index("--key-file") + 1] == "/llm/key" and cmd[cmd.index("--port") + 1] == "8088"
+    assert "ports" not in llm, "the model server is never published on the host"
+    assert "llm-key:/llm" in llm["volumes"] and "/health" in " ".join(llm["healthcheck"]["test"])
+    for name in LLM_ROLES:
+        svc = services[name]
+        env = svc["environment"]
+        assert env["SWARM_LLM"] == "openai" and env["SWARM_OPENAI_BASE_URL"] == "http://llm:8088/v1"
+        assert env["SWARM_OPENAI_API_KEY_FILE"] == "/llm/key" and env["SWARM_OPENAI_MODEL"] == "qwen2.5-1.5b"
+        assert "llm-key:/llm:ro" in svc["volumes"]
+        assert svc["depends_on"] == ("!override", ["llm"])
+        assert svc["build"]["args"]["LLM_MODELS"] == "qwen2.5-1.5b"
+    small = interpolate(yaml.load(LLM_OVERRIDE.read_text(), Loader=_Tagged), {"LLM_MODEL": "smollm2-135m"})
+    assert "smollm2-135m" in small["services"]["llm"]["command"]
+    assert small["services"]["scorer"]["environment"]["SWARM_OPENAI_MODEL"] == "smollm2-135m"
+    assert "llm-key" in cfg["volumes"]
+
+
+def test_the_image_builds_the_pinned_models_before_the_code():
+    text = (ROOT / "Dockerfile").read_text()
+    models_stage = text[text.index("AS models"):text.index("AS build")]
+    assert "ARG LLM_MODELS=" in models_stage and "python3 -m agent.llm.models install" in models_stage
+    assert "COPY agent/llm/base.py agent/llm/models.py" in models_stage  # not the whole code
+    assert "COPY --from=models /opt/models /opt/models" in text and "SWARM_MODEL_DIR=/opt/models" in text
+    assert "libgomp1" in text and '["optional-dependencies"]["local-llm"]' in text
+
+
+@pytest.mark.skipif(_compose_cli() is None, reason="neither `docker compose` nor podman-compose installed")
+def test_real_compose_tool_resolves_the_embedded_model_cluster():
+    cmd = _compose_cli()
+    files = ["-f", str(COMPOSE), "-f", str(LLM_OVERRIDE)]
+    if "podman-compose" in cmd[0]:
+        files += ["-f", str(ROOT / "scripts" / "containers" / "compose.podman.yml")]
+    cmd = [cmd[0], *files, "config"] if "podman-compose" in cmd[0] else [*cmd[:2], *files, "config"]
+    cfg = _tool_config(cmd, {"LLM_MODEL": "smollm2-135m"})
+    services = cfg["services"]
+    assert "ollama" not in services and "ollama-pull" not in services and "llm" in services
+    for name in LLM_ROLES:
+        env = services[name]["environment"]
+        assert env["SWARM_LLM"] == "openai" and env["SWARM_OPENAI_MODEL"] == "smollm2-135m"
+        assert "llm" in services[name]["depends_on"]
+        assert any(str(v).startswith("llm-key:/llm") or (isinstance(v, dict) and v.get("target") == "/llm")
+                   for v in services[name]["volumes"])

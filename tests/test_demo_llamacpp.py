@@ -1,5 +1,7 @@
-"""The real embedded model end to end: `demo --llm llamacpp` completes a small plan, and every
-answer the model gave was valid against its JSON schema (structure, not wording)."""
+"""The real embedded model end to end: `demo --llm llamacpp` starts ONE shared llama.cpp server
+(`serve-llm`) and points every agent at it (SWARM_LLM=openai); the swarm completes a small plan,
+every answer the model gave was valid against its JSON schema (structure, not wording), no agent
+loaded a model of its own, and the server is stopped with the swarm."""
 
 import json
 import os
@@ -25,7 +27,10 @@ def test_demo_on_embedded_model_completes_a_small_plan(tmp_path):
     )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "Final plan" in p.stdout
-    assert "with LLM llamacpp smollm2-135m" in " ".join(p.stdout.split())
+    assert "with LLM openai smollm2-135m" in " ".join(p.stdout.split())
+    server_log = (tmp_path / "logs" / "llm-server.log").read_text()
+    assert server_log.count('"llm.server.up"') == 1 and "SIGTERM: stopping" in server_log
+    assert not (tmp_path / "llm-server.key").exists(), "the server's key outlived it"
     events, bad = read_log(tmp_path / "events.jsonl")
     assert not bad
     plan = Plan()
@@ -50,8 +55,9 @@ def test_demo_on_embedded_model_completes_a_small_plan(tmp_path):
                 ev = json.loads(line).get("event")
             except ValueError:
                 continue  # a library printing its own lines
-            answers += ev == "llm.llamacpp.answer"
-            bad_outputs += ev == "llm.llamacpp.bad_output"
+            answers += ev == "llm.openai.answer"
+            bad_outputs += ev == "llm.openai.bad_output"
+            assert ev != "llm.llamacpp.loaded", f"{log.name} loaded a model of its own"
     made = sum(1 for e in events if e.type in ("proposal", "score", "result"))
     assert answers >= made, "every proposal, score and result came from a model answer"
     assert bad_outputs == 0, "an answer did not match its schema"

