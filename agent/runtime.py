@@ -476,6 +476,7 @@ def open_runtime(settings: Settings, role: str, *, data_dir: Path | None = None,
         config=NetConfig.from_settings(settings, **net_overrides), log=log,
         on_peers_changed=lambda n: metrics.PEERS_CONNECTED.set(n),
         on_reject=lambda reason, peer: metrics.EVENTS_REJECTED.labels(reason=reason).inc(),
+        on_refused=lambda reason: metrics.CONNECTIONS_REFUSED.labels(reason=reason).inc(),
         knows=lambda event_id: holder["rt"].intake.knows(event_id),
     )
     rt = holder["rt"] = Runtime(settings, role, identity=identity, log=store, net=net,
