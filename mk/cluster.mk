@@ -3,6 +3,8 @@
 #     (on first use writes a private-network key into .env: SWARM_KEY=<64 hex>; make swarm-key)
 #   make submit GOAL="Plan a two-week trip to Japan"    make chaos [GOAL=...]
 #   make logs [SERVICE=observer]   make observe   make ps   make down   make image
+#   make credentials (part of make up)   make revoke SLOT=scorer/scorer-3
+#     (membership per role: an authority key in .swarm/, a key and credential per service slot)
 # Uses `docker compose` when it works, else podman-compose (PATH or .venv). On a host prepared
 # by scripts/containers/setup.sh (no registry: podman + a local base image), it adds
 # scripts/containers/compose.podman.yml (scripted LLM, no ollama/grafana, Debian Prometheus) and
@@ -20,7 +22,12 @@ GOAL ?= Plan a two-week trip to Japan
 ENV_FILE ?= $(CLUSTER_ROOT)/.env
 SERVICE ?=
 CHAOS_TIMEOUT ?= 1800
-export SCALE_SCORERS SCALE_EXECUTORS OLLAMA_MODEL SWARM_IMAGE
+# the authority key and the slots' credentials (git-ignored, outside the build context)
+SWARM_DIR ?= $(CLUSTER_ROOT)/.swarm
+CREDENTIAL_DAYS ?= 30
+SWARM_NAME ?= $(or $(SWARM_SWARM),compose)
+SLOT ?=
+export SCALE_SCORERS SCALE_EXECUTORS OLLAMA_MODEL SWARM_IMAGE SWARM_DIR
 
 ifeq ($(origin COMPOSE),undefined)
 COMPOSE := $(shell if docker compose version >/dev/null 2>&1; then echo docker compose; \
@@ -48,7 +55,7 @@ endif
 ENV_FILE_FLAG := $(if $(filter $(abspath $(ENV_FILE)),$(CLUSTER_ROOT)/.env),,--env-file $(ENV_FILE))
 DC = $(COMPOSE) $(COMPOSE_FILES) $(ENV_FILE_FLAG)
 
-.PHONY: up down logs ps submit observe chaos image cluster-check local-images swarm-key
+.PHONY: up down logs ps submit observe chaos image cluster-check local-images swarm-key credentials revoke
 
 cluster-check:
 	@test -n "$(COMPOSE)" || { echo "need 'docker compose' or podman-compose (scripts/containers/setup.sh installs it)"; exit 1; }
@@ -68,7 +75,19 @@ image: cluster-check local-images
 swarm-key:
 	@$(CTR_DIR)/swarm-key.sh "$(ENV_FILE)"
 
-up: image swarm-key
+# the authority key (made once, kept in $(SWARM_DIR)), its id in $(ENV_FILE), and a key and a
+# credential for every slot of the current scale (a new replica's slot is issued here first)
+credentials: image
+	@$(CTR_DIR)/credentials.sh "$(ENV_FILE)" "$(SWARM_DIR)" "$(ENGINE)" "$(SWARM_IMAGE)" \
+	  "$(SCALE_SCORERS)" "$(SCALE_EXECUTORS)" "$(SWARM_NAME)" "$(CREDENTIAL_DAYS)"
+
+# the authority revokes one slot's member (published through the observer); `make up` then
+# gives the slot a new key and its replica restarts with it
+revoke: cluster-check
+	@test -n "$(SLOT)" || { echo "usage: make revoke SLOT=<service>/<slot> (e.g. scorer/scorer-3; see $(SWARM_DIR)/credentials)"; exit 2; }
+	@$(CTR_DIR)/revoke.sh "$(SWARM_DIR)" "$(ENGINE)" "$(SWARM_IMAGE)" "$(SLOT)" "$(DC)" "$(REASON)"
+
+up: image swarm-key credentials
 	$(DC) up -d
 	@echo "scorers=$(SCALE_SCORERS) executors=$(SCALE_EXECUTORS) model=$(OLLAMA_MODEL)"
 	@echo "observer metrics: http://127.0.0.1:9101/metrics  Prometheus: http://127.0.0.1:9090"
@@ -89,7 +108,7 @@ ps: cluster-check
 
 submit: export GOAL := $(GOAL)
 submit: cluster-check
-	$(DC) exec -T -e SWARM_LISTEN_PORT=0 -e SWARM_METRICS_PORT=0 -e SWARM_DATA_DIR=/tmp/swarm-submit \
+	$(DC) exec -T -e SWARM_LISTEN_PORT=0 -e SWARM_METRICS_PORT=0 -e SWARM_DATA_DIR=/tmp/submit \
 	  observer python -m agent submit "$$GOAL"
 
 # the live tree in your terminal: a second, throw-away observer inside the observer container

@@ -336,6 +336,17 @@ class Intake:
     def pending_count(self) -> int:
         return len(self._pending_since)
 
+    def holding(self) -> tuple[int, int, int, int]:
+        """(held, the most held from one author, waiting, the most waiting from one author)."""
+        return (len(self._held), max(self._held_by.values(), default=0), len(self._pending_since),
+                max(self._pending_by.values(), default=0))
+
+    def held_from(self, author: str) -> int:
+        return self._held_by.get(author, 0)
+
+    def waiting_from(self, author: str) -> int:
+        return self._pending_by.get(author, 0)
+
     @property
     def rate_tracked(self) -> int:
         """Authors whose token bucket is remembered (bounded: full ones are forgotten)."""
