@@ -131,6 +131,9 @@ class Intake:
         self._held_ids: set[str] = set()
         self._held_by: Counter[str] = Counter()  # author -> events held
         self._pending_since: dict[str, int] = {}
+        # (when it may expire, id): a lower bound, checked again when popped (what an event
+        # waits for, and with it its time to live, can change while it waits)
+        self._expiry: list[tuple[int, str]] = []
         self._pending_author: dict[str, str] = {}
         self._pending_by: Counter[str] = Counter()  # author -> events waiting (from the network)
         self._buckets = _Buckets(self.config.author_rate, self.config.author_burst)
@@ -231,6 +234,7 @@ class Intake:
     def _track(self, ev: Event, now: int) -> None:
         if ev.id not in self._pending_since:
             self._pending_since[ev.id] = now
+            heapq.heappush(self._expiry, (now + min(self.config.member_ttl_ms, self.config.pending_ttl_ms), ev.id))
             self._pending_author[ev.id] = ev.author
             self._pending_by[ev.author] += 1
             self.stats.pending_peak = max(self.stats.pending_peak, len(self._pending_since))
@@ -269,10 +273,14 @@ class Intake:
                 del self._held_by[ev.author]
             self.stats.released += 1
             out.append(self._apply(ev, now, source))
-        for eid, since in list(self._pending_since.items()):
-            key = self.plan.pending_key(eid)
-            ttl = self._ttl(key)
+        while self._expiry and self._expiry[0][0] <= now:
+            _, eid = heapq.heappop(self._expiry)
+            since = self._pending_since.get(eid)
+            if since is None:
+                continue  # filed or refused meanwhile
+            ttl = self._ttl(self.plan.pending_key(eid))
             if now - since < ttl:
+                heapq.heappush(self._expiry, (since + ttl, eid))
                 continue
             dropped = self.plan.drop_pending(eid)
             self._untrack(eid)
@@ -304,9 +312,10 @@ class Intake:
         times = []
         if self._held:
             times.append(self._held[0][0])
-        if self._pending_since:
-            times.append(min(since + self._ttl(self.plan.pending_key(eid))
-                             for eid, since in self._pending_since.items()))
+        while self._expiry and self._expiry[0][1] not in self._pending_since:
+            heapq.heappop(self._expiry)  # (stale: filed or refused meanwhile)
+        if self._expiry:
+            times.append(self._expiry[0][0])
         return min(times) if times else None
 
     # ------------------------------------------------------------------ our own events

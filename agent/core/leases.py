@@ -87,6 +87,7 @@ def leases(claims: Iterable[Event], follow_ups: dict[str, list[Event]], max_leas
     out = Leases()
     ordered = sorted(claims, key=lambda e: (e.order, e.id))
     busy_until = None  # end of the latest lease among earlier claims, while no result
+    busy: dict[str, int] = {}  # author -> end of its latest lease among earlier claims
     spent: dict[str, int] = {}  # author -> ms its earlier claims' own leases lasted
     for c in ordered:
         ups = follow_ups.get(c.id, ())
@@ -97,11 +98,14 @@ def leases(claims: Iterable[Event], follow_ups: dict[str, list[Event]], max_leas
         st = ClaimState(c.id, c.author, c.hlc.wall, end, c.order, yield_from if yield_from < end else 2**62)
         out.claims.append(st)
         if busy_until is not None:
-            if c.hlc.wall < busy_until:
+            # a collision is a race with someone else: one author's claims overlapping only
+            # each other (re-claims, or a flood of them) race nobody
+            if any(c.hlc.wall < e for a, e in busy.items() if a != c.author):
                 out.collisions += 1
-            else:
+            elif c.hlc.wall >= busy_until:
                 out.takeovers += 1
         busy_until = end if busy_until is None else max(busy_until, end)
+        busy[c.author] = max(busy.get(c.author, end), end)
         for e in ups:
             if e.body.type != "result":
                 continue

@@ -233,7 +233,7 @@ class Plan:
         b = ev.body
         if isinstance(b, Hello):
             keys.append("member:" + ev.author)  # its credential may admit what waits for it
-        elif isinstance(b, Vote):
+        elif isinstance(b, Vote) and b.phase == "precommit":
             keys.append("task:" + b.node)  # a decision here may make a waiting claim's node a task
         elif isinstance(b, (Result, Renew)):
             keys.append("done:" + b.node)  # ...and a done child its parent's synthesis

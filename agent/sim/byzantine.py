@@ -190,7 +190,7 @@ class InsiderExecutor(Executor):
             if self.rng.random() < 0.1:  # a result stamped before its own claim
                 out.append(ForgedPublish(Result(node=node, claim=claim, output="PWNED: back-dated"),
                                          backdate_ms=now - at + 1_000))
-        if now - self._last_burst >= 20_000:
+        if now - self._last_burst >= 30_000:
             self._last_burst = now
             out += self._burst(tree)
         return out
@@ -200,7 +200,7 @@ class InsiderExecutor(Executor):
         self._floods += 1
         out: list[Effect] = []
         nodes = [n for n in tree.walk() if n.state is not NodeState.DONE]
-        for i in range(40):  # stamped 50 s ahead: held (bounded), then refused or waiting
+        for i in range(30):  # stamped 50 s ahead: held (bounded), then refused or waiting
             n = self.rng.choice(nodes) if nodes else None
             if n is not None:
                 out.append(ForgedPublish(Claim(node=n.id, lease_ms=n.params.max_lease_ms), backdate_ms=-50_000 - i))
