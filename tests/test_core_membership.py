@@ -335,6 +335,11 @@ def test_a_rate_per_author_and_what_is_exempt():
     assert all(intake.offer(e, "sync:someone", T0 + 1200).status is Status.PENDING for e in relayed)
     own = [score(X, g.id, f"{i:064x}", wall=300 + i) for i in range(200, 205)]
     assert all(intake.offer(e, "sync:" + X.peer_id, T0 + 1200).reason is Reason.RATE_LIMITED for e in own)
+    # claims have a bucket of their own on top (an executor works on one task at a time)
+    claims = Intake(IntakeConfig(claim_rate=1, claim_burst=5))
+    claims.offer(g, "peer", T0)
+    got = [claims.offer(claim(X, g.id, 100 + i), "peer", T0 + 200).status for i in range(8)]
+    assert got.count(Status.REJECTED) == 3 and claims.stats.rejected["rate_limited"] == 3
     # history (stamped long before our clock) costs a tenth
     old = [score(E1, g.id, f"{i:064x}", wall=100 + i) for i in range(300, 450)]
     got = [intake.offer(e, "sync:" + E1.peer_id, T0 + 200_000).status for e in old]

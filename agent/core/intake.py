@@ -18,7 +18,8 @@ is taken later when a peer's log offers it again):
 - held events: at most ``held_per_author`` per author and ``held_max`` in all;
 - waiting events: at most ``pending_per_author`` per author (``pending_per_stranger`` for an
   author with no credential yet, in a swarm with an authority);
-- a rate per author (a token bucket of ``author_rate`` events/s, ``author_burst`` deep) for
+- a rate per author (a token bucket of ``author_rate`` events/s, ``author_burst`` deep, and
+  one of ``claim_rate`` claims/s, ``claim_burst`` deep) for
   what comes from the network: gossip, and sync from the author itself (what a peer relays by
   sync was rate-limited where it was first taken). Events stamped more than
   ``fresh_window_ms`` before our clock (history, pulled by a peer that joins late) cost
@@ -79,6 +80,10 @@ class IntakeConfig:
     pending_per_stranger: int = 16
     author_rate: float = 50.0  # events per second, per author
     author_burst: float = 500.0
+    # claims, per author, on top: an executor works on one task at a time, and every claim
+    # on a task is folded into that task's lease race
+    claim_rate: float = 2.0
+    claim_burst: float = 20.0
     fresh_window_ms: int = 600_000
     old_cost: float = 0.05
 
@@ -137,6 +142,7 @@ class Intake:
         self._pending_author: dict[str, str] = {}
         self._pending_by: Counter[str] = Counter()  # author -> events waiting (from the network)
         self._buckets = _Buckets(self.config.author_rate, self.config.author_burst)
+        self._claim_buckets = _Buckets(self.config.claim_rate, self.config.claim_burst)
         self._generation = self.plan.generation
 
     # ------------------------------------------------------------------ restore
@@ -182,6 +188,9 @@ class Intake:
             if not self._buckets.take(ev.author, cost, now):
                 return self._rejected(ev, Reason.RATE_LIMITED,
                                       f"{ev.author[-8:]} sent more than {cfg.author_rate:g} events/s")
+            if ev.body.type == "claim" and not self._claim_buckets.take(ev.author, cost, now):
+                return self._rejected(ev, Reason.RATE_LIMITED,
+                                      f"{ev.author[-8:]} sent more than {cfg.claim_rate:g} claims/s")
         if ahead > cfg.max_ahead_ms and source != "self":
             if ev.body.type == "hello" and self.plan.members.closed:
                 try:  # a hello is judged by its own credential: no need to hold a forged one
@@ -291,6 +300,7 @@ class Intake:
             reason, why = self._wait_refusal(ev, key)
             out.append(self._rejected(ev, reason, f"{why}: waited {ttl // 1000} s for {key}"))
         self._buckets.prune(now)
+        self._claim_buckets.prune(now)
         return out
 
     def _ttl(self, key: str | None) -> int:

@@ -16,9 +16,11 @@ from agent.core.tree import NodeState, Tree
 
 @dataclass(frozen=True)
 class ForgedPublish(Publish):
-    """Sign and send without the author's own checks, stamped ``backdate_ms`` in the past."""
+    """Sign and send without the author's own checks, stamped ``backdate_ms`` in the past (or
+    at exactly ``wall``, when given)."""
 
     backdate_ms: int = 0
+    wall: int = 0
 
 
 class EquivocatingScorer(Scorer):
@@ -128,6 +130,7 @@ class SybilPublish:
     body: Any
     key: int  # which extra key
     ahead_ms: int = 0
+    stolen: bool = False  # a hello carrying the insider's own credential
 
 
 class InsiderExecutor(Executor):
@@ -153,6 +156,7 @@ class InsiderExecutor(Executor):
         self.active_until = active_until
         self.extra_keys = extra_keys
         self.held: dict[str, tuple[str, int, int]] = {}  # node -> (claim id, claimed at, renewed at)
+        self.stamps: dict[str, int] = {}  # claim id -> its stamp (wall ms)
         self.pre: set[str] = set()  # nodes pre-claimed
         self._pending: dict[int, str] = {}
         self._floods = 0
@@ -166,7 +170,7 @@ class InsiderExecutor(Executor):
             lease = n.params.max_lease_ms
             if n.task is not None and n.state is NodeState.READY and n.id not in self._pending.values():
                 mine = self.held.get(n.id)
-                if mine is None or now - mine[1] >= lease or (n.holder is not None and n.holder.author == self.me):
+                if mine is None or now - mine[1] >= lease:
                     # squat: claim it, or re-claim back to back when its lease ran out
                     t = self.ticket()
                     self._pending[t] = n.id
@@ -186,10 +190,10 @@ class InsiderExecutor(Executor):
             lease = n.params.max_lease_ms
             if now - renewed >= lease // 3 and now - at < lease:
                 self.held[node] = (claim, at, now)
-                out.append(Publish(Renew(node=node, claim=claim, lease_ms=lease)))
-            if self.rng.random() < 0.1:  # a result stamped before its own claim
+                out.append(ForgedPublish(Renew(node=node, claim=claim, lease_ms=lease)))
+            if self.rng.random() < 0.1 and claim in self.stamps:  # a result stamped before its own claim
                 out.append(ForgedPublish(Result(node=node, claim=claim, output="PWNED: back-dated"),
-                                         backdate_ms=now - at + 1_000))
+                                         wall=self.stamps[claim] - 1_000))
         if now - self._last_burst >= 30_000:
             self._last_burst = now
             out += self._burst(tree)
@@ -208,8 +212,14 @@ class InsiderExecutor(Executor):
             key = self._floods * 1000 + k
             out.append(SybilPublish(Hello(role="scorer", name=f"sybil-{key}"), key, ahead_ms=55_000))
             out.append(SybilPublish(Hello(role="scorer", name=f"sybil-{key}"), key))
-            for n in nodes[:3]:
-                out.append(SybilPublish(Claim(node=n.id, lease_ms=n.params.max_lease_ms), key))
+            out.append(SybilPublish(Hello(role="executor", name=f"sybil-{key}"), key, stolen=True))
+            for i, n in enumerate((nodes * 12)[:12]):  # each key: 12 claims stamped 50 s ahead
+                out.append(SybilPublish(Claim(node=n.id, lease_ms=n.params.max_lease_ms - i), key, ahead_ms=50_000))
+        tasks = [n for n in nodes if n.task is not None]
+        for i in range(40):  # a flood of claims on a task it may claim (rate-limited per author)
+            if tasks:
+                t = tasks[i % len(tasks)]
+                out.append(ForgedPublish(Claim(node=t.id, lease_ms=t.params.max_lease_ms - i)))
         if nodes:
             p = nodes[0].params
             sybils = sorted({self._floods * 1000 + k for k in range(self.extra_keys)})
@@ -224,6 +234,7 @@ class InsiderExecutor(Executor):
         node = self._pending.pop(ticket, None)
         if node is not None and hasattr(answer, "id"):
             self.held[node] = (answer.id, now, now)
+            self.stamps[answer.id] = answer.hlc.wall
         return []
 
 

@@ -189,10 +189,10 @@ class Checker:
             self.fail("memory_bounded", f"{a.name} keeps {waiting_one} waiting events of one author")
         if not intake.plan.members.closed:
             return
-        for b in self._strangers():
-            if intake.held_from(b.me) > max(1, cfg.held_per_author // 8) or \
-                    intake.waiting_from(b.me) > cfg.pending_per_stranger:
-                self.fail("memory_bounded", f"{a.name} holds more of {b.name} (no credential) than a stranger may")
+        for who in [b.me for b in self._strangers()] + sorted(self.sim.sybil_authors):
+            if intake.held_from(who) > max(1, cfg.held_per_author // 8) or \
+                    intake.waiting_from(who) > cfg.pending_per_stranger:
+                self.fail("memory_bounded", f"{a.name} holds more of {who[-6:]} (no credential) than a stranger may")
 
     def _strangers(self) -> list:
         got = getattr(self, "_stranger_list", None)

@@ -131,6 +131,7 @@ class Simulation:
         self.decoded: dict[bytes, Event] = {}
         self.retracted: set[str] = set()  # own events torn before they were published
         self.sybil_ids: set[str] = set()  # events signed by an insider's extra keys
+        self.sybil_authors: set[str] = set()  # an insider's extra keys
         self.origin: dict[str, int] = {}  # event id -> publishing agent
         self.trace: list[tuple[int, str, str, dict]] = []
         self.goal_id: str | None = None
@@ -690,6 +691,8 @@ class Simulation:
         hlc = a.intake.clock.send(now)
         if eff.backdate_ms:
             hlc = Timestamp(max(0, hlc.wall - eff.backdate_ms), 0)
+        if eff.wall:
+            hlc = Timestamp(eff.wall, 0)
         ev = sign_event(a.identity, hlc, eff.body)
         self.origin[ev.id] = a.idx
         self.stats.events_published += 1
@@ -708,11 +711,14 @@ class Simulation:
             body = Goal(title="a goal decided by its submitter's own keys",
                         params=self.params.model_copy(update={"electorate": tuple(electorate),
                                                               "quorum": len(electorate) // 2 + 1}))
+        if eff.stolen and isinstance(body, Hello) and a.credential is not None:
+            body = body.model_copy(update={"credential": a.credential})
         now = self.local(a)
         ev = sign_event(key, Timestamp(max(0, now + eff.ahead_ms), 0), body)
         self.origin[ev.id] = a.idx
         self.stats.events_published += 1
         self.sybil_ids.add(ev.id)
+        self.sybil_authors.add(key.peer_id)
         self.gossip(a, ev.raw)
 
     def _sender(self, idx: int) -> str:
