@@ -145,6 +145,7 @@ async def test_an_insiders_keys_cannot_pack_an_electorate_flood_or_get_free_work
                 if c.name != "scorer-3":
                     await h.gossip(c, [h.envelope(x) for x in root_claims + throwaway])
             electorate = run.rt.plan.goals[gid].body.params.electorate
+            quorum = run.rt.plan.goals[gid].body.params.quorum
             live = sorted(c.peer_id for c in agents if c.role == "scorer" and c.name != "scorer-3")
             assert list(electorate) == live, "only connected, credentialed scorers are named"
 
@@ -189,7 +190,7 @@ async def test_an_insiders_keys_cannot_pack_an_electorate_flood_or_get_free_work
           f"RSS MB before/after {[(round(rss0[n]), round(rss1[n])) for n in rss1]}; log lines about "
           f"refusals per agent {lines}")
     print(f"N3: electorate of the submitted goal: {len(electorate)} (the live credentialed scorers), quorum "
-          f"{run.rt.plan.goals[gid].body.params.quorum}; N4: packed goals stored 0; N6: insider claims on the "
+          f"{quorum}; N4: packed goals stored 0; N6: insider claims on the "
           f"root stored 0 of 120, collisions in the tree {collisions}")
     assert collisions <= 2  # (the two honest executors may race once or twice)
     assert held == 0, "no hello from a fresh key is held"
