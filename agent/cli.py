@@ -25,6 +25,7 @@ def replay(
     from agent.core.plan import Plan
     from agent.core.reasons import Rejected
     from agent.core.tree import derive
+    from agent.credentials import membership_of
     from agent.logfile import read_log
     from agent.render import rich_tree
 
@@ -35,7 +36,13 @@ def replay(
         raise typer.Exit(2)
     for b in bad:
         print(f"{log}:{b.line}: skipped: {b.reason}: {b.detail}", file=sys.stderr)
-    plan = Plan()
+    import os
+    from types import SimpleNamespace
+
+    # with SWARM_AUTHORITY (and SWARM_SWARM) in the environment: the swarm's membership rules
+    # too (read directly: replay must not take a data directory's lock, as settings would)
+    plan = Plan(membership_of(SimpleNamespace(authority=os.environ.get("SWARM_AUTHORITY") or None,
+                                              swarm=os.environ.get("SWARM_SWARM") or "default")))
     for ev in events:
         try:
             plan.apply(ev)

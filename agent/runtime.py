@@ -30,7 +30,7 @@ from agent import metrics
 from agent.core.events import Credential, Event, Hello
 from agent.core.identity import Identity
 from agent.core.intake import Intake, IntakeConfig, Offer, Status
-from agent.core.membership import Membership
+from agent.core.membership import ROLES_FOR, Membership
 from agent.core.plan import Plan
 from agent.core.reasons import Reason, Rejected
 from agent.core.tree import NodeState, Tree, derive
@@ -343,6 +343,10 @@ class Runtime:
             why = self.member_problem()
             if why is not None:
                 raise NotMember(f"cannot publish a {body.type}: {why}")
+            allowed = ROLES_FOR.get(body.type)
+            if allowed is not None and not allowed.intersection(self.credential.roles):
+                raise NotMember(f"cannot publish a {body.type}: that needs {' or '.join(sorted(allowed))}; "
+                                f"this agent's credential grants {', '.join(self.credential.roles)}")
             if isinstance(body, Hello):
                 body = body.model_copy(update={"credential": self.credential})
             elif self._announced != self.credential:
