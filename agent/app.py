@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import signal
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -21,8 +22,10 @@ from agent.driver import Driver, declare_llm_series
 from agent.goals import SubmitError, choose_electorate, make_goal
 from agent.supervise import _sleep_backoff, supervise
 from agent.llm.base import LLMError, LLMUnavailable
-from agent.runtime import Runtime, open_runtime, wall_ms
+from agent.runtime import NotMember, Runtime, open_runtime, wall_ms
 from agent.settings import Settings
+
+RESTART = 75  # exit status: this slot has a new identity; start again (EX_TEMPFAIL)
 
 async def _until_signal(cancel: trio.CancelScope, log: Any) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
@@ -60,14 +63,131 @@ def behaviour_for(settings: Settings, rt: Runtime) -> Behaviour:
     return make_behaviour(role, rt.me, settings.timing(), seed, strategy=strategy)
 
 
-async def serve(settings: Settings, role: str) -> None:
-    rt = open_runtime(settings, role)
+# ---------------------------------------------------------------------- membership
+def announce_membership(rt: Runtime, settings: Settings) -> None:
+    """Say at start what this agent's membership is, and what the swarm's limits are."""
+    if settings.authority is None:
+        if settings.swarm_psk() is not None:
+            rt.log.warning(
+                "membership.key_only", swarm=settings.swarm,
+                detail="a swarm key without an authority: anyone holding SWARM_KEY can make "
+                       "new identities and act in every role (submit, propose, vote, claim, "
+                       "report). Set SWARM_AUTHORITY and give each agent a credential "
+                       "(`python -m agent keygen --authority`; docs/network.md)")
+        return
+    why = rt.member_problem()
+    c = rt.credential
+    if why is None and c is not None:
+        rt.log.info("membership.member", authority=settings.authority, roles=list(c.roles),
+                    expires=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(c.expires / 1000)))
+    else:
+        files = rt.member_files
+        rt.log.warning("membership.not_member", authority=settings.authority, why=why,
+                       credential=str(getattr(files, "credential", None)),
+                       detail="this agent can listen; its events would be refused by every member")
+
+
+async def _open_when_issued(settings: Settings, role: str, log: Any) -> Runtime:
+    """open_runtime, once this agent's slot has a key and a credential (a credentials
+    directory that lacks them: a replica scaled beyond what `make up` issued waits)."""
+    from agent.credentials import member_files
+
+    if settings.credentials_dir is not None and settings.authority and (role != "observer" or settings.web_port):
+        files = member_files(settings, settings.data_dir)
+        said = False
+        while not (files.key.exists() and files.credential.exists()):
+            if not said:
+                log.warning("membership.waiting_for_credential", slot=str(files.key.parent),
+                            detail="no key and credential for this slot yet: `make credentials` "
+                                   "(or `make up`) with the new scale issues them",
+                            retry_s=settings.credential_wait)
+                said = True
+            await trio.sleep(settings.credential_wait)
+        if said:
+            log.info("membership.credential_found", slot=str(files.key.parent))
+    return open_runtime(settings, role)
+
+
+async def _watch_credential(rt: Runtime, settings: Settings, restart: list[int],
+                            cancel: trio.CancelScope) -> None:
+    """Take a renewed credential file without a restart (the next event goes with a hello
+    carrying it); a new key for this slot means a new identity: stop, to start again."""
+    from agent.credentials import CredentialError, check_own, load_credential, load_seed
+
+    files = rt.member_files
+    if rt.membership is None or files is None or files.credential is None:
+        return
+    last = None
+    warned_expiry = 0.0
+    while True:
+        try:
+            st = files.credential.stat()
+            seen = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            seen = None
+        if seen is not None and seen != last:
+            if last is not None:
+                try:
+                    new = load_credential(files.credential)
+                    if files.key is not None and load_seed(files.key).peer_id != rt.me:
+                        rt.log.warning("membership.new_identity", detail="this slot was given a new "
+                                       "key (the old one was revoked?): stopping to start again")
+                        restart.append(RESTART)
+                        cancel.cancel()
+                        return
+                    why = check_own(new, rt.identity, rt.membership, rt.now_ms())
+                    if why is not None:
+                        rt.log.warning("membership.credential_not_usable", why=why)
+                    elif new != rt.credential:
+                        rt.set_credential(new)
+                        rt.log.info("membership.credential_renewed", roles=list(new.roles),
+                                    expires=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(new.expires / 1000)))
+                        if rt._announced is not None:
+                            await rt.publish(Hello(role=rt.hello_role(), name=settings.name or ""))
+                except (CredentialError, NotMember) as exc:
+                    rt.log.warning("membership.credential_not_usable", why=str(exc))
+            last = seen
+        c = rt.credential
+        if c is not None and c.expires - rt.now_ms() < 86_400_000 and time.monotonic() - warned_expiry > 6 * 3600:
+            warned_expiry = time.monotonic()
+            rt.log.warning("membership.credential_expiring", expires_in_s=(c.expires - rt.now_ms()) // 1000)
+        await trio.sleep(settings.credential_wait)
+
+
+async def _while_member(rt: Runtime, settings: Settings, act: Callable[[], Awaitable[None]]) -> None:
+    """Run ``act`` while this agent may publish; stop it when it may not (revoked, expired)
+    and start it again once it may (a renewed credential)."""
+    check = min(5.0, settings.credential_wait)
+    while True:
+        why = rt.member_problem()
+        if why is not None:
+            rt.log.warning("membership.not_acting", why=why, retry_s=check)
+            while rt.member_problem() is not None:
+                await trio.sleep(check)
+            rt.log.info("membership.acting_again")
+        async with trio.open_nursery() as nursery:
+            async def watch() -> None:
+                while rt.member_problem() is None:
+                    await trio.sleep(check)
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch)
+            await act()
+            return
+
+
+async def serve(settings: Settings, role: str) -> int:
+    log = _boot_log(role)
+    rt = await _open_when_issued(settings, role, log)
     metrics.set_agent_info(role, settings.swarm)
     metrics.start_metrics_server(settings.metrics_port, settings.metrics_host)
+    restart: list[int] = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_until_signal, nursery.cancel_scope, rt.log)
         await nursery.start(rt.run)
         rt.log.info("agent up", addrs=rt.net.listen_addrs, events=len(rt.plan))
+        announce_membership(rt, settings)
+        nursery.start_soon(_watch_credential, rt, settings, restart, nursery.cancel_scope)
         if role == "observer":
             from agent.observe import show
 
@@ -76,15 +196,27 @@ async def serve(settings: Settings, role: str) -> None:
 
                 await nursery.start(serve_web, settings, rt)
             await show(rt)
-            return
+            return restart[0] if restart else 0  # (the nursery runs on until a signal)
         llm = await _llm_with_retry(settings, rt.log)
         declare_llm_series(role, llm.backend)
-        await rt.publish(Hello(role=role, name=settings.name or ""))
-        try:
+
+        async def act() -> None:
+            await rt.publish(Hello(role=role, name=settings.name or ""))
             await supervise(lambda: Driver(behaviour_for(settings, rt), rt, llm).run(), rt)
+
+        try:
+            await _while_member(rt, settings, act)
         finally:
             with trio.CancelScope(shield=True):
                 await llm.aclose()
+        nursery.cancel_scope.cancel()
+    return restart[0] if restart else 0
+
+
+def _boot_log(role: str) -> Any:
+    import structlog
+
+    return structlog.get_logger().bind(role=role)
 
 
 async def _with_temp_peer(settings: Settings, role: str, body: Callable[[Runtime], Awaitable[Any]]) -> Any:
@@ -172,7 +304,11 @@ async def submit(settings: Settings, title: str, description: str = "", timeout:
     async def body(rt: Runtime) -> str:
         await find_a_peer(rt, timeout)
         voters = electorate or await choose_electorate(settings, rt, timeout)
-        ev = await rt.publish(make_goal(settings, title, description, voters))
+        try:
+            ev = await rt.publish(make_goal(settings, title, description, voters))
+        except NotMember as exc:
+            raise SubmitError(f"{exc} (a swarm with an authority takes goals only from a submitter: "
+                              "set SWARM_CREDENTIAL_FILE and SWARM_IDENTITY_FILE)") from None
         stored = False
         with trio.move_on_after(timeout):
             while not stored:
@@ -191,6 +327,43 @@ async def submit(settings: Settings, title: str, description: str = "", timeout:
         return ev.id
 
     return await _with_temp_peer(settings, "submitter", body)
+
+
+async def publish_events(settings: Settings, raws: list[bytes], timeout: float = 60.0) -> list[str]:
+    """Join the swarm as a temporary peer, publish events signed elsewhere (a revocation the
+    authority signed on another machine), wait until a peer stored each; their ids."""
+    from agent.core.events import decode_event
+    from agent.core.reasons import Rejected
+
+    events = []
+    for raw in raws:
+        try:
+            events.append(decode_event(raw))
+        except Rejected as exc:
+            raise SubmitError(f"not a signed event: {exc}") from None
+
+    async def body(rt: Runtime) -> list[str]:
+        try:
+            await wait_for_peers(rt, 1, timeout)
+        except trio.TooSlowError:
+            raise SubmitError(f"no peer found within {timeout:.0f}s") from None
+        for ev in events:
+            if not await rt.ingest(ev.raw, "self") and ev.id not in rt.plan:
+                raise SubmitError(f"event {ev.id[:12]} ({ev.type}) refused here: see the log line above")
+            await rt.net.publish(ev.raw)
+        left = {ev.id for ev in events}
+        with trio.move_on_after(timeout):
+            while left:
+                for peer in list(rt.net.connected):
+                    for eid in list(left):
+                        if await rt.net.peer_has(peer, eid):
+                            left.discard(eid)
+                await trio.sleep(0.2)
+        if left:
+            raise SubmitError(f"{len(left)} event(s) published but no peer confirmed storing them within {timeout:.0f}s")
+        return [ev.id for ev in events]
+
+    return await _with_temp_peer(settings, "observer", body)
 
 
 class NoAnswer(SubmitError):

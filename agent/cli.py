@@ -27,6 +27,7 @@ def replay(
     from agent.core.plan import Plan
     from agent.core.reasons import Rejected
     from agent.core.tree import derive
+    from agent.credentials import membership_of
     from agent.logfile import read_log
     from agent.render import rich_tree
 
@@ -37,7 +38,13 @@ def replay(
         raise typer.Exit(2)
     for b in bad:
         print(f"{log}:{b.line}: skipped: {b.reason}: {b.detail}", file=sys.stderr)
-    plan = Plan()
+    import os
+    from types import SimpleNamespace
+
+    # with SWARM_AUTHORITY (and SWARM_SWARM) in the environment: the swarm's membership rules
+    # too (read directly: replay must not take a data directory's lock, as settings would)
+    plan = Plan(membership_of(SimpleNamespace(authority=os.environ.get("SWARM_AUTHORITY") or None,
+                                              swarm=os.environ.get("SWARM_SWARM") or "default")))
     for ev in events:
         try:
             plan.apply(ev)
@@ -220,7 +227,7 @@ def run(
     s = _agent_settings(role=role)
     if s.role is None:
         _fail("no role: pass --role or set SWARM_ROLE", 2)
-    trio.run(serve, s, s.role)
+    raise typer.Exit(trio.run(serve, s, s.role) or 0)
 
 
 @app.command()
@@ -309,15 +316,50 @@ def observe(
 def keygen(
     out: Optional[Path] = typer.Option(None, "--out", help="write it to this new file "
                                        "(mode 600) instead of stdout; never overwrites"),
+    authority: bool = typer.Option(False, "--authority", help="make a swarm authority's key "
+                                   "instead (needs --out); prints its id, the agents' SWARM_AUTHORITY"),
+    identity: bool = typer.Option(False, "--identity", help="make an agent's key instead (needs "
+                                  "--out, e.g. data/key.ed25519); prints its peer id"),
+    show: Optional[Path] = typer.Option(None, "--show", help="print the id of an existing key file"),
 ) -> None:
-    """Make a swarm key (libp2p swarm.key format) for a private swarm.
+    """Make a swarm key (libp2p swarm.key format) for a private swarm, or an authority's or an
+    agent's ed25519 key.
 
     Agents with SWARM_KEY_FILE=<that file> (or SWARM_KEY=<its content>) only talk to agents
-    holding the same key; a peer without it cannot connect, read, sync or publish."""
+    holding the same key; a peer without it cannot connect, read, sync or publish. An
+    authority key signs members' credentials (`python -m agent credential issue`): keep it
+    with whoever runs the swarm, never in an agent's image or data directory."""
     import os
 
+    from agent.credentials import CredentialError, authority_id, write_new
     from agent.net.swarmkey import generate_swarm_key, key_id, parse_swarm_key
 
+    if show is not None:
+        try:
+            print(authority_id(show))
+        except CredentialError as exc:
+            err.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(1)
+        return
+    if authority or identity:
+        if authority and identity:
+            err.print("[red]error:[/red] --authority or --identity, not both")
+            raise typer.Exit(2)
+        if out is None:
+            err.print("[red]error:[/red] a private key goes to a file: pass --out")
+            raise typer.Exit(2)
+        try:
+            write_new(out, os.urandom(32))
+        except (CredentialError, OSError) as exc:
+            err.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(1)
+        ident = authority_id(out)
+        if authority:
+            err.print(f"wrote an authority key to {out}; give every agent SWARM_AUTHORITY={ident}")
+        else:
+            err.print(f"wrote an agent key to {out}")
+        print(ident)
+        return
     text = generate_swarm_key()
     if out is None:
         sys.stdout.write(text)
@@ -369,6 +411,179 @@ def _check_writable_dir(path: Path) -> None:
         _fail(str(exc).replace("SWARM_DATA_DIR", "--out-dir", 1), 2)
 
 
+credential_app = typer.Typer(help="Membership credentials: the authority's signed word that a "
+                             "peer may act in some roles (agent.core.membership).")
+app.add_typer(credential_app, name="credential")
+
+
+def _authority(path: Path):
+    from agent.credentials import CredentialError, load_seed
+
+    try:
+        return load_seed(path)
+    except CredentialError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1)
+
+
+@credential_app.command("issue")
+def credential_issue(
+    authority_key: Path = typer.Option(..., help="the authority's key file (keygen --authority)"),
+    role: list[str] = typer.Option(..., "--role", help="decomposer, scorer, executor, observer, "
+                                   "submitter (repeat for several)"),
+    peer: Optional[str] = typer.Option(None, help="the member's peer id"),
+    key: Optional[Path] = typer.Option(None, help="...or the member's key file (its peer id is used)"),
+    swarm: Optional[str] = typer.Option(None, help="the swarm's name (default SWARM_SWARM)"),
+    days: float = typer.Option(30.0, min=0.001, help="valid for this many days from now"),
+    out: Optional[Path] = typer.Option(None, help="write it here (default: stdout)"),
+) -> None:
+    """Sign a credential for one peer: the agent reads it from SWARM_CREDENTIAL_FILE (or
+    <data dir>/credential.json) and carries it in its hello."""
+    import time as _time
+
+    from agent.core.membership import issue_credential
+    from agent.credentials import CredentialError, load_seed, write_new
+
+    if (peer is None) == (key is None):
+        err.print("[red]error:[/red] name the member by --peer or by --key")
+        raise typer.Exit(2)
+    auth = _authority(authority_key)
+    try:
+        pid = peer if peer is not None else load_seed(key).peer_id
+        now = _time.time_ns() // 1_000_000
+        cred = issue_credential(auth, pid, [r.strip() for x in role for r in x.split(",") if r.strip()],
+                                swarm or _settings(log_level="warning").swarm, now - 60_000,
+                                now + int(days * 86_400_000))
+    except (ValueError, CredentialError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2)
+    data = orjson.dumps(cred.model_dump(mode="json"), option=orjson.OPT_INDENT_2) + b"\n"
+    if out is None:
+        sys.stdout.write(data.decode())
+        return
+    try:
+        write_new(out, data, overwrite=True)
+    except (CredentialError, OSError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1)
+    err.print(f"wrote a credential for {pid} ({', '.join(cred.roles)}, {days:g} days) to {out}")
+
+
+@credential_app.command("slots")
+def credential_slots(
+    authority_key: Path = typer.Option(..., help="the authority's key file"),
+    directory: Path = typer.Option(..., "--dir", help="where: <dir>/<group>/<slot>/{key.ed25519,credential.json}"),
+    slot: list[str] = typer.Option(..., "--slot", help="group/slot=role[,role] (repeat), e.g. scorer/scorer-3=scorer"),
+    swarm: str = typer.Option(..., help="the swarm's name"),
+    days: float = typer.Option(30.0, min=0.001),
+) -> None:
+    """A key and a credential per slot (what `make up` writes for the Compose services): a
+    slot's key is made once and kept; its credential is renewed when missing or expiring."""
+    from agent.credentials import CredentialError, issue_slots
+
+    auth = _authority(authority_key)
+    wanted = []
+    for spec in slot:
+        where, _, roles = spec.partition("=")
+        group, _, name = where.partition("/")
+        if not group or not name or not roles or "/" in name:
+            err.print(f"[red]error:[/red] bad --slot {spec!r}: expected group/slot=role[,role]")
+            raise typer.Exit(2)
+        wanted.append((group, name, [r for r in roles.split(",") if r]))
+    try:
+        for line in issue_slots(auth, directory, wanted, swarm, days):
+            print(line)
+    except (ValueError, CredentialError, OSError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1)
+
+
+@credential_app.command("show")
+def credential_show(path: Path = typer.Argument(..., help="a credential.json")) -> None:
+    """Print a credential and whether this swarm's SWARM_AUTHORITY signed it."""
+    import time as _time
+
+    from agent.core.membership import credential_problem
+    from agent.credentials import CredentialError, load_credential, membership_of
+
+    try:
+        cred = load_credential(path)
+    except CredentialError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1)
+    s = _settings(log_level="warning")
+    fmt = lambda ms: _time.strftime("%Y-%m-%d %H:%M:%SZ", _time.gmtime(ms / 1000))  # noqa: E731
+    print(f"peer {cred.peer}\nroles {', '.join(cred.roles)}\nswarm {cred.swarm}\n"
+          f"valid {fmt(cred.issued)} .. {fmt(cred.expires)}\nauthority {cred.authority}")
+    m = membership_of(s)
+    if m is None:
+        print("SWARM_AUTHORITY is not set here: not checked")
+        return
+    why = credential_problem(cred, m)
+    print("valid for this swarm" if why is None else f"NOT valid here: {why}")
+    raise typer.Exit(0 if why is None else 1)
+
+
+@app.command()
+def revoke(
+    peer: Optional[str] = typer.Argument(None, help="the member's peer id"),
+    authority_key: Path = typer.Option(..., help="the authority's key file"),
+    credential: Optional[Path] = typer.Option(None, help="...or its credential.json (its peer is revoked)"),
+    reason: str = typer.Option("", help="why (shown to everyone; up to 200 characters)"),
+    out: Optional[Path] = typer.Option(None, help="write the signed event here (default: stdout)"),
+) -> None:
+    """Sign a revocation: every event the member stamps from now on is refused by every peer
+    that folds it. Publish it with `python -m agent publish FILE` from any machine that reaches
+    the swarm (the authority key never has to)."""
+    import time as _time
+
+    from agent.core.events import Revoke, sign_event
+    from agent.core.hlc import Timestamp
+    from agent.credentials import CredentialError, load_credential, write_new
+
+    if (peer is None) == (credential is None):
+        err.print("[red]error:[/red] name the member by its peer id or by --credential")
+        raise typer.Exit(2)
+    auth = _authority(authority_key)
+    try:
+        pid = peer if peer is not None else load_credential(credential).peer
+        ev = sign_event(auth, Timestamp(_time.time_ns() // 1_000_000, 0), Revoke(peer=pid, reason=reason))
+    except (ValueError, CredentialError) as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2)
+    if out is None:
+        sys.stdout.write(ev.raw.decode() + "\n")
+    else:
+        write_new(out, ev.raw + b"\n", overwrite=True)
+        err.print(f"wrote a revocation of {pid} to {out}")
+
+
+@app.command()
+def publish(
+    events: Path = typer.Argument(..., help="a file of signed events, one JSON per line ('-': stdin)"),
+    timeout: float = typer.Option(60.0, help="seconds to find a peer and have them stored"),
+) -> None:
+    """Join the swarm and publish events signed elsewhere (e.g. a revocation); wait until a
+    peer stored them; print their ids."""
+    import trio
+
+    from agent.app import SubmitError, publish_events
+
+    raw = sys.stdin.buffer.read() if str(events) == "-" else events.read_bytes()
+    lines = [ln for ln in raw.splitlines() if ln.strip()]
+    if not lines:
+        err.print("[red]error:[/red] no events to publish")
+        raise typer.Exit(2)
+    s = _settings()
+    try:
+        ids = trio.run(publish_events, s, lines, timeout)
+    except SubmitError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1)
+    for i in ids:
+        print(i)
+
+
 @app.command()
 def demo(
     goal: str = typer.Argument("Plan a two-week trip to Japan"),
@@ -387,6 +602,9 @@ def demo(
     out_dir: Optional[Path] = typer.Option(None, help="where logs and the event log go"),
     scripted_latency: float = typer.Option(0.2, help="with --llm scripted: seconds per answer"),
     keep: bool = typer.Option(False, "--keep", help="keep the swarm and its web page up after the plan, until Ctrl-C"),
+    authority: bool = typer.Option(True, "--authority/--no-authority", help="give every process a "
+                                   "credential for its role from an authority of the demo's own (the "
+                                   "default); --no-authority: the swarm key alone, every key holder in every role"),
     web: bool = typer.Option(True, "--web/--no-web", help="the observer serves the live web page (its URL is printed)"),
     model: Optional[str] = typer.Option(
         None, "--model", help="embedded model (smollm2-135m, qwen2.5-0.5b, qwen2.5-1.5b) or a GGUF "
@@ -411,7 +629,7 @@ def demo(
     cfg = DemoConfig(goal=goal, decomposers=decomposers, scorers=scorers, executors=executors,
                      observers=observers, llm=llm.value, mdns=mdns, max_depth=max_depth,
                      max_children=max_children, max_rounds=max_rounds, timeout=timeout,
-                     out_dir=out_dir, scripted_latency=scripted_latency, keep=keep, web=web,
+                     out_dir=out_dir, scripted_latency=scripted_latency, keep=keep, web=web, authority=authority,
                      model=model, out_markdown=out, out_json=json_out, shared_llm=shared_llm)
     raise typer.Exit(run_demo(cfg))
 

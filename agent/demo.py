@@ -19,6 +19,7 @@ from agent.behaviour.work import DEFAULT_STRATEGIES
 from agent.goals import plan_params
 from agent.core.events import Goal
 from agent.progress import PlanProgress
+from agent.core.identity import Identity
 from agent.render import markdown_plan, rich_tree
 from agent.runtime import load_identity, open_runtime
 from agent.net.swarmkey import generate_swarm_key
@@ -54,6 +55,37 @@ class DemoConfig:
     # every demo is a private swarm of its own (with --mdns it would otherwise join, and be
     # joined by, any other open swarm named "demo" on the network)
     swarm_key: str = field(default_factory=lambda: generate_swarm_key(), repr=False)
+    # and a swarm with an authority of its own: each process gets a credential for its role
+    # (the observer's page: observer, submitter and scorer, so a person can submit and vote)
+    authority: bool = True
+    authority_seed: bytes = field(default_factory=lambda: os.urandom(32), repr=False)
+    credential_days: float = 2.0
+
+    @property
+    def authority_id(self) -> str | None:
+        return Identity(self.authority_seed).peer_id if self.authority else None
+
+
+ROLES_OF = {"decomposer": ["decomposer"], "scorer": ["scorer"], "executor": ["executor"],
+            "observer": ["observer", "submitter", "scorer"]}
+
+
+def issue_credential_file(cfg: DemoConfig, data_dir: Path, roles: list[str]) -> Path | None:
+    """The demo's authority signs a credential for the key in ``data_dir``: data_dir/credential.json
+    (None when the demo runs without an authority)."""
+    if not cfg.authority:
+        return None
+    import orjson
+
+    from agent.core.membership import issue_credential
+    from agent.credentials import CREDENTIAL_NAME, write_new
+
+    now = time.time_ns() // 1_000_000
+    cred = issue_credential(Identity(cfg.authority_seed), load_identity(data_dir).peer_id, roles, "demo",
+                            now - 60_000, now + int(cfg.credential_days * 86_400_000))
+    path = data_dir / CREDENTIAL_NAME
+    write_new(path, orjson.dumps(cred.model_dump(mode="json")), overwrite=True)
+    return path
 
 
 @dataclass
@@ -88,14 +120,16 @@ def plan_children(cfg: DemoConfig, root: Path) -> list[Child]:
             out.append(Child(name, role, free_port(), load_identity(d).peer_id, d,
                              free_port() if cfg.metrics else 0,
                              free_port() if cfg.web and role == "observer" else 0))
+            issue_credential_file(cfg, d, ROLES_OF[role])
     return out
 
 
 def child_env(cfg: DemoConfig, c: Child, everyone: list[Child], idx: int) -> dict[str, str]:
     env = dict(os.environ)
-    env.pop("SWARM_KEY_FILE", None)
+    for k in ("SWARM_KEY_FILE", "SWARM_CREDENTIAL_FILE", "SWARM_CREDENTIALS_DIR", "SWARM_IDENTITY_FILE"):
+        env.pop(k, None)
     env.update({
-        "SWARM_KEY": cfg.swarm_key,
+        "SWARM_KEY": cfg.swarm_key, "SWARM_AUTHORITY": cfg.authority_id or "",
         "SWARM_SWARM": "demo", "SWARM_ROLE": c.role, "SWARM_NAME": c.name,
         "SWARM_DATA_DIR": str(c.data_dir), "SWARM_LISTEN_HOST": "127.0.0.1",
         "SWARM_LISTEN_PORT": str(c.port), "SWARM_MDNS": "true" if cfg.mdns else "false",
@@ -187,8 +221,10 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, console: Co
         swarm="demo", data_dir=root / "demo-client", listen_host="127.0.0.1", listen_port=0,
         peers=[] if cfg.mdns else [c.addr for c in children], mdns=cfg.mdns, scorers=cfg.scorers,
         max_depth=cfg.max_depth, max_children=cfg.max_children, max_rounds=cfg.max_rounds,
-        log_level="warning", key=cfg.swarm_key, key_file=None,
+        log_level="warning", key=cfg.swarm_key, key_file=None, authority=cfg.authority_id,
+        credential_file=None, credentials_dir=None, identity_file=None,
     )
+    issue_credential_file(cfg, root / "demo-client", ["submitter", "observer"])
     rt = open_runtime(settings, "submitter")
     agents = [c for c in children if c.role != "observer"]
     t0 = time.monotonic()

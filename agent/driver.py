@@ -22,7 +22,7 @@ from agent.behaviour.effects import (
 )
 from agent.llm.base import LLM, LLMBadOutput, LLMError, LLMRequest, LLMUnavailable, ModelMissing
 from agent.net.store import StoreError
-from agent.runtime import Runtime
+from agent.runtime import NotMember, Runtime
 
 IDLE_POLL_S = 5.0  # poll at least this often even if nothing happens (cheap)
 
@@ -119,7 +119,7 @@ class Driver:
             if isinstance(eff, Publish):
                 try:
                     ev: Any = await self.rt.publish(eff.body)
-                except StoreError as exc:
+                except (StoreError, NotMember) as exc:  # a full disk; a lapsed membership
                     ev = PublishFailed(str(exc))
                 if eff.ticket is not None:
                     await self._execute(self.behaviour.answered(eff.ticket, ev, self.rt.tree(), self._net_view()))

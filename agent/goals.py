@@ -66,24 +66,35 @@ def make_goal(settings: Settings, title: str, description: str, electorate: list
 
 
 def known_scorers(rt: Runtime, expected: int = 0) -> list[str]:
-    """The electorate a new goal names: scorers that announced themselves (signed hello); the
-    connected ones if there are enough of them (a scorer that left keeps its old hello), all
-    announced ones otherwise. With a swarm key only members can announce themselves."""
-    announced = sorted(p for p, roles in rt.plan.roles.items() if "scorer" in roles)
+    """The electorate a new goal names: the scorers this peer holds a connection to now that
+    announced themselves (signed hello), and, in a swarm with an authority, hold a scorer
+    credential for now and are not revoked. Never a scorer known only from an old hello: one
+    that left (or a key that announced itself once) would be an elector that never votes.
+    (``expected`` is kept for callers; the answer no longer depends on it.)"""
     live = set(rt.net.connected) if rt.net is not None else set()
-    connected = [p for p in announced if p in live]
-    return connected if expected and len(connected) >= expected else announced
+    members = rt.plan.members
+    now = rt.now_ms()
+    out = []
+    for peer, roles in rt.plan.roles.items():
+        if "scorer" not in roles or peer not in live:
+            continue
+        if members.closed and ("scorer" not in members.roles_of(peer, now) or peer in members.revoked):
+            continue
+        out.append(peer)
+    return sorted(out)
 
 
 async def choose_electorate(settings: Settings, rt: Runtime, timeout: float) -> list[str]:
-    """Wait (up to ``timeout``) until ``settings.scorers`` scorers are known; name those known."""
+    """Wait (up to ``timeout``) until ``settings.scorers`` live scorers are connected (see
+    known_scorers); name those."""
     with trio.move_on_after(timeout):
         while len(known_scorers(rt, settings.scorers)) < settings.scorers:
             await rt.net.sync_all()
             await trio.sleep(0.3)
     scorers = known_scorers(rt, settings.scorers)
     if not scorers:
-        raise SubmitError(f"no scorer announced itself within {timeout:.0f}s: nobody could vote on the goal")
+        raise SubmitError(f"no connected scorer within {timeout:.0f}s (announced, credentialed where the "
+                          "swarm has an authority): nobody could vote on the goal")
     if len(scorers) < settings.scorers:
         rt.log.warning("fewer scorers than expected; naming those known", expected=settings.scorers,
                        known=len(scorers))

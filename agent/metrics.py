@@ -119,6 +119,16 @@ CONNECTION_ERRORS = Counter(
     ["kind"],
     registry=REGISTRY,
 )
+# agent.net.wire.InboundGuard's reasons
+CONNECTION_REFUSE_REASONS = ("handshake", "timeout", "pending_limit")
+CONNECTIONS_REFUSED = Counter(
+    "swarm_connections_refused",
+    "Inbound connections closed before their security handshake finished, by reason: "
+    "handshake (failed: no or another swarm key), timeout, pending_limit (too many unfinished "
+    "handshakes from one address or in all)",
+    ["reason"],
+    registry=REGISTRY,
+)
 GOSSIP_DROP_REASONS = ("oversize", "unsigned", "bad_signature", "inbox_full", "error")
 GOSSIP_DROPPED = Counter(
     "swarm_gossip_dropped",
@@ -290,6 +300,8 @@ for _r in REJECT_REASONS:
     EVENTS_REJECTED.labels(reason=_r)
 for _k in CONNECTION_ERROR_KINDS:
     CONNECTION_ERRORS.labels(kind=_k)
+for _r in CONNECTION_REFUSE_REASONS:
+    CONNECTIONS_REFUSED.labels(reason=_r)
 for _r in GOSSIP_DROP_REASONS:
     GOSSIP_DROPPED.labels(reason=_r)
 for _r in SYNC_REFUSE_REASONS:

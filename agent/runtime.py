@@ -27,9 +27,11 @@ import structlog
 import trio
 
 from agent import metrics
-from agent.core.events import Event
+from agent.core.events import Credential, Event, Hello
 from agent.core.identity import Identity
 from agent.core.intake import Intake, IntakeConfig, Offer, Status
+from agent.core.membership import ROLES_FOR, Membership
+from agent.core.plan import Plan
 from agent.core.reasons import Reason, Rejected
 from agent.core.tree import NodeState, Tree, derive
 from agent.eventlog import EventLog
@@ -37,6 +39,11 @@ from agent.errlog import RepeatedErrorLog
 from agent.settings import Settings
 
 RECEIVED_FSYNC_DELAY = 0.05  # s: how long a received event may wait for its batch's fsync
+
+
+class NotMember(RuntimeError):
+    """In a swarm with an authority, this agent holds no credential it may publish with now
+    (none, expired, for another key, or revoked): it may listen, not publish."""
 
 
 class NetworkLike(Protocol):
@@ -75,7 +82,8 @@ def wall_ms() -> int:
 
 class Runtime:
     def __init__(self, settings: Settings, role: str, *, identity: Identity, log: EventLog,
-                 net: NetworkLike | None = None, clock: Callable[[], int] = wall_ms) -> None:
+                 net: NetworkLike | None = None, clock: Callable[[], int] = wall_ms,
+                 membership: Membership | None = None, credential: Credential | None = None) -> None:
         self.settings = settings
         self.role = role
         self.identity = identity
@@ -84,8 +92,15 @@ class Runtime:
         self.net: Any = net
         self._clock = clock
         self.log = structlog.get_logger().bind(role=role, peer_id=self.me)
+        self.membership = membership
+        self.credential = credential
+        self._announced: Credential | None = None  # the credential our last hello carried
+        self.member_files: Any = None  # where the key and credential came from (open_runtime)
         self.intake = Intake(IntakeConfig(max_ahead_ms=settings.max_ahead_ms,
-                                          max_drift_ms=settings.max_drift_ms))
+                                          max_drift_ms=settings.max_drift_ms,
+                                          author_rate=settings.author_rate,
+                                          author_burst=settings.author_burst),
+                             Plan(membership))
         self.plan = self.intake.plan
         self._unsaved: list[tuple[bytes, str]] = []  # received (raw, id) not yet written: retried
         self._unflushed = trio.Event()  # received events written but not yet fsynced
@@ -96,6 +111,9 @@ class Runtime:
         # a peer may send thousands of bad events: one line per (reason, source), then a
         # periodic summary with the count (every one is counted in swarm_events_rejected)
         self._rejects = RepeatedErrorLog(self.log, "event rejected", level="warning", field="reason")
+        # held events: one line, then a summary with the count (a flood of them is one line)
+        self._held_log = RepeatedErrorLog(self.log, "events held: stamped ahead of our clock",
+                                          level="info", field="what")
         self._expired = RepeatedErrorLog(self.log, "waiting event refused", level="warning", field="reason")
         self._listeners: list[Callable[[], None]] = []
         self._changed = trio.Event()
@@ -181,8 +199,8 @@ class Runtime:
             return False
         if offer.status is Status.HELD:
             metrics.EVENTS_HELD.inc()
-            self.log.info("event held: stamped ahead of our clock", event_id=ev.id if ev else None,
-                          detail=offer.detail, source=source)
+            self._held_log.failed("held", detail=offer.detail, event_id=ev.id if ev else None,
+                                  source=source, held_now=self.intake.held_count)
             return False
         if offer.status is Status.PENDING:
             self.log.debug("event waits for a dependency", event_id=ev.id if ev else None,
@@ -287,10 +305,58 @@ class Runtime:
                 self._changed_now()  # a lease lapsed: time alone changed the tree
 
     # ------------------------------------------------------------------ output
+    # ------------------------------------------------------------------ membership
+    def member_problem(self) -> str | None:
+        """Why this agent may not publish now in a swarm with an authority (None: it may)."""
+        if self.membership is None:
+            return None
+        c = self.credential
+        if c is None:
+            return "no credential"
+        if c.peer != self.me:
+            return f"the credential is for {c.peer}, this agent is {self.me}"
+        now = self.now_ms()
+        if now >= c.expires:
+            return f"the credential expired {(now - c.expires) // 1000} s ago"
+        if self.me in self.plan.members.revoked:
+            return "the authority revoked this agent"
+        return None
+
+    def hello_role(self) -> str:
+        """The role our hello announces: ours if the credential grants it, else its first."""
+        roles = self.credential.roles if self.credential is not None else ()
+        return self.role if self.role in roles or not roles else roles[0]
+
+    def set_credential(self, credential: Credential) -> None:
+        """A renewed credential: the next event we publish is a hello carrying it."""
+        self.credential = credential
+
     async def publish(self, body: Any) -> Event:
         """Sign an event of ours and file it; it is stored, then published. If the disk refuses
         it, it waits (in order) and goes out once stored: nothing unstored is ever published,
-        so a crash can never leave a vote others saw that we forgot."""
+        so a crash can never leave a vote others saw that we forgot.
+
+        In a swarm with an authority a hello carries our credential, and our first event after
+        a new credential is preceded by a hello carrying it. Raises NotMember if we hold none
+        we may use."""
+        if self.membership is not None:
+            why = self.member_problem()
+            if why is not None:
+                raise NotMember(f"cannot publish a {body.type}: {why}")
+            allowed = ROLES_FOR.get(body.type)
+            if allowed is not None and not allowed.intersection(self.credential.roles):
+                raise NotMember(f"cannot publish a {body.type}: that needs {' or '.join(sorted(allowed))}; "
+                                f"this agent's credential grants {', '.join(self.credential.roles)}")
+            if isinstance(body, Hello):
+                body = body.model_copy(update={"credential": self.credential})
+            elif self._announced != self.credential:
+                await self.publish(Hello(role=self.hello_role(), name=self.settings.name or ""))
+        ev = await self._publish(body)
+        if isinstance(body, Hello):
+            self._announced = body.credential
+        return ev
+
+    async def _publish(self, body: Any) -> Event:
         released: list[Event] = []
         ev = self.intake.sign(self.identity, body, self.now_ms(), released)
         metrics.EVENTS.labels(type=ev.type).inc()
@@ -387,8 +453,22 @@ def open_runtime(settings: Settings, role: str, *, data_dir: Path | None = None,
     from agent.net.host import Network
     from agent.net.store import EventStore
 
+    from agent.credentials import check_own, load_credential, load_seed, member_files, membership_of
+
     data_dir = data_dir or settings.data_dir
-    identity = load_identity(data_dir)
+    files = member_files(settings, data_dir)
+    if files.key is not None and files.key.exists():
+        identity = load_seed(files.key)
+    else:  # (a credentials directory without this slot: one that only listens, e.g. `observe`)
+        identity = load_identity(data_dir)
+    membership = membership_of(settings)
+    credential = None
+    if membership is not None and files.credential is not None and files.credential.exists():
+        credential = load_credential(files.credential)
+        why = check_own(credential, identity, membership, wall_ms())
+        if why is not None:
+            structlog.get_logger().bind(role=role, peer_id=identity.peer_id).warning(
+                "credential not usable", path=str(files.credential), why=why)
     store = EventStore(data_dir / "events.jsonl")
     holder: dict[str, Runtime] = {}
 
@@ -401,7 +481,10 @@ def open_runtime(settings: Settings, role: str, *, data_dir: Path | None = None,
         config=NetConfig.from_settings(settings, **net_overrides), log=log,
         on_peers_changed=lambda n: metrics.PEERS_CONNECTED.set(n),
         on_reject=lambda reason, peer: metrics.EVENTS_REJECTED.labels(reason=reason).inc(),
+        on_refused=lambda reason: metrics.CONNECTIONS_REFUSED.labels(reason=reason).inc(),
         knows=lambda event_id: holder["rt"].intake.knows(event_id),
     )
-    rt = holder["rt"] = Runtime(settings, role, identity=identity, log=store, net=net)
+    rt = holder["rt"] = Runtime(settings, role, identity=identity, log=store, net=net,
+                                membership=membership, credential=credential)
+    rt.member_files = files
     return rt

@@ -117,6 +117,20 @@ class Settings(BaseSettings):
     # 64 hex digits) in SWARM_KEY, or its path in SWARM_KEY_FILE. Unset: an open swarm.
     key: SecretStr | None = Field(None, repr=False, description="the swarm key (SWARM_KEY)")
     key_file: Path | None = Field(None, description="a swarm.key file (SWARM_KEY_FILE)")
+    # membership per identity and role (agent.core.membership): the swarm's authority (its
+    # public id, peer-id form; `python -m agent keygen --authority` makes the key) and this
+    # agent's credential. Unset authority: no credentials, anyone with the swarm key may act.
+    authority: str | None = Field(None, pattern=r"^[1-9A-HJ-NP-Za-km-z]{40,60}$",
+                                  description="the swarm authority's public id (SWARM_AUTHORITY)")
+    credential_file: Path | None = Field(None, description="this agent's credential (default: "
+                                         "<data dir>/credential.json when there)")
+    credentials_dir: Path | None = Field(None, description="one directory per agent, named like its data "
+                                         "directory, with its key.ed25519 and credential.json (Compose)")
+    identity_file: Path | None = Field(None, description="this agent's key (default <data dir>/key.ed25519)")
+    credential_wait: float = Field(30.0, gt=0, description="seconds between looks for a missing credential")
+    # bounds on what any author can make this agent hold (agent.core.intake)
+    author_rate: float = Field(50.0, gt=0, description="events per second taken from one author")
+    author_burst: float = Field(500.0, ge=1)
     metrics_port: int = Field(0, ge=0, le=65535, description="0 disables the /metrics endpoint")
     metrics_host: str = "0.0.0.0"
 
@@ -253,7 +267,8 @@ class Settings(BaseSettings):
         """The 32-byte private-network key, or None for an open swarm."""
         return self._psk
 
-    @field_validator("web_token", "grafana_url", "key", "key_file", mode="before")
+    @field_validator("web_token", "grafana_url", "key", "key_file", "authority", "credential_file",
+                     "credentials_dir", "identity_file", mode="before")
     @classmethod
     def _empty_is_none(cls, v: object) -> object:
         return None if isinstance(v, str) and not v.strip() else v

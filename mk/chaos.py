@@ -44,7 +44,7 @@ def exec_agent(compose, service: str, agent_args: list[str], data_dir: str,
 
 
 def submit(compose, goal: str, service: str = "observer") -> None:
-    r = exec_agent(compose, service, ["submit", goal], "/tmp/swarm-submit")
+    r = exec_agent(compose, service, ["submit", goal], "/tmp/submit")
     if r.returncode != 0:
         raise RuntimeError(f"submit failed ({r.returncode}): {r.stderr.strip()[-2000:]}")
 

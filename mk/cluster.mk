@@ -6,6 +6,8 @@
 #   make down   make down DOWN_FLAGS=-v (also deletes the volumes)   make image
 # `make up` remembers SCALE_SCORERS/SCALE_EXECUTORS in the env file (.env), so plain compose
 # commands later (`docker compose up -d --force-recreate`) and the next `make up` keep them.
+#   make credentials (part of make up)   make revoke SLOT=scorer/scorer-3
+#     (membership per role: an authority key in .swarm/, a key and credential per service slot)
 # Uses `docker compose` when it works, else podman-compose (PATH or .venv). On a host prepared
 # by scripts/containers/setup.sh (no registry: podman + a local base image), it adds
 # compose.llm.yml (LLM=embedded) and scripts/containers/compose.podman.yml (no grafana, Debian
@@ -26,7 +28,12 @@ SCALE_SCORERS ?= $(or $(call env_value,SCALE_SCORERS),3)
 SCALE_EXECUTORS ?= $(or $(call env_value,SCALE_EXECUTORS),2)
 SERVICE ?=
 CHAOS_TIMEOUT ?= 1800
-export SCALE_SCORERS SCALE_EXECUTORS OLLAMA_MODEL SWARM_IMAGE
+# the authority key and the slots' credentials (git-ignored, outside the build context)
+SWARM_DIR ?= $(CLUSTER_ROOT)/.swarm
+CREDENTIAL_DAYS ?= 30
+SWARM_NAME ?= $(or $(SWARM_SWARM),compose)
+SLOT ?=
+export SCALE_SCORERS SCALE_EXECUTORS OLLAMA_MODEL SWARM_IMAGE SWARM_DIR
 
 ifeq ($(origin COMPOSE),undefined)
 COMPOSE := $(shell if docker compose version >/dev/null 2>&1; then echo docker compose; \
@@ -63,7 +70,7 @@ endif
 ENV_FILE_FLAG := $(if $(filter $(abspath $(ENV_FILE)),$(CLUSTER_ROOT)/.env),,--env-file $(ENV_FILE))
 DC = $(COMPOSE) $(COMPOSE_FILES) $(ENV_FILE_FLAG)
 
-.PHONY: up down logs ps submit observe chaos kill image cluster-check local-images swarm-key
+.PHONY: up down logs ps submit observe chaos kill image cluster-check local-images swarm-key credentials revoke
 
 cluster-check:
 	@test -n "$(COMPOSE)" || { echo "need 'docker compose' or podman-compose (scripts/containers/setup.sh installs it)"; exit 1; }
@@ -83,12 +90,24 @@ image: cluster-check local-images
 swarm-key:
 	@$(CTR_DIR)/swarm-key.sh "$(ENV_FILE)"
 
+# the authority key (made once, kept in $(SWARM_DIR)), its id in $(ENV_FILE), and a key and a
+# credential for every slot of the current scale (a new replica's slot is issued here first)
+credentials: image
+	@$(CTR_DIR)/credentials.sh "$(ENV_FILE)" "$(SWARM_DIR)" "$(ENGINE)" "$(SWARM_IMAGE)" \
+	  "$(SCALE_SCORERS)" "$(SCALE_EXECUTORS)" "$(SWARM_NAME)" "$(CREDENTIAL_DAYS)"
+
+# the authority revokes one slot's member (published through the observer); `make up` then
+# gives the slot a new key and its replica restarts with it
+revoke: cluster-check
+	@test -n "$(SLOT)" || { echo "usage: make revoke SLOT=<service>/<slot> (e.g. scorer/scorer-3; see $(SWARM_DIR)/credentials)"; exit 2; }
+	@$(CTR_DIR)/revoke.sh "$(SWARM_DIR)" "$(ENGINE)" "$(SWARM_IMAGE)" "$(SLOT)" "$(DC)" "$(REASON)"
+
 # What podman prints on a host without systemd (or syslog), per container, about healthchecks
 # it cannot schedule: not a failure. Hidden from `make up`, and said once in words.
 PODMAN_NOISE := -e "unable to get systemd connection to .* healthchecks" -e "^failed to connect to syslog"
 PODMAN_NOTE := podman: no systemd here, so healthchecks are not scheduled (podman reports that as an error for every container: hidden). The agents retry peers and their LLM by themselves; podman healthcheck run CONTAINER runs one check by hand.
 
-up: image swarm-key
+up: image swarm-key credentials
 	@$(CTR_DIR)/env-set.sh "$(ENV_FILE)" SCALE_SCORERS=$(SCALE_SCORERS) SCALE_EXECUTORS=$(SCALE_EXECUTORS) $(if $(filter embedded,$(LLM)),LLM_MODEL=$(LLM_MODEL))
 	@set -o pipefail; $(DC) up -d 2>&1 | { grep -v $(PODMAN_NOISE) || true; }
 	@$(if $(findstring podman,$(COMPOSE)),echo "$(PODMAN_NOTE)",true)

@@ -93,3 +93,33 @@ def release(who, node, claim_id, wall) -> Event:
 def result(who, node, claim_id, wall, output="done it", tokens=(0, 0)) -> Event:
     return ev(who, Result(node=node, claim=claim_id, output=output, prompt_tokens=tokens[0],
                           completion_tokens=tokens[1]), wall)
+
+
+# ------------------------------------------------------------------ membership
+AUTHORITY = ident("authority")
+SWARM = "test"
+
+
+def membership(swarm: str = SWARM):
+    from agent.core.membership import Membership
+
+    return Membership(AUTHORITY.peer_id, swarm)
+
+
+def credential(who, roles, issued=0, expires=10**9, swarm=SWARM, authority=None):
+    from agent.core.membership import issue_credential
+
+    return issue_credential(authority or AUTHORITY, who.peer_id, roles, swarm, T0 + issued, T0 + expires)
+
+
+def member_hello(who, roles, wall=0, role=None, issued=0, expires=10**9, cred=None) -> Event:
+    """A hello carrying a credential for ``roles`` (valid [T0 + issued, T0 + expires))."""
+    roles = [roles] if isinstance(roles, str) else list(roles)
+    cred = cred or credential(who, roles, issued, expires)
+    return ev(who, Hello(role=role or roles[0], name=roles[0], credential=cred), wall)
+
+
+def revoke(peer_id: str, wall: int, by=None) -> Event:
+    from agent.core.events import Revoke
+
+    return ev(by or AUTHORITY, Revoke(peer=peer_id, reason="test"), wall)

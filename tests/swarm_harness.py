@@ -13,7 +13,7 @@ import trio
 
 from agent.core.plan import Plan
 from agent.core.tree import derive
-from agent.demo import Child, DemoConfig, child_env, plan_children, stop
+from agent.demo import ROLES_OF, Child, DemoConfig, child_env, issue_credential_file, plan_children, stop
 from agent.logfile import read_log
 from agent.runtime import Runtime, open_runtime
 from agent.settings import load_settings
@@ -80,6 +80,7 @@ class LocalSwarm:
             name = f"{role}-{n}"
             d = self.root / name
             c = Child(name, role, free_port(), load_identity(d).peer_id, d)
+            issue_credential_file(self.cfg, d, ROLES_OF.get(role, [role]))
             self.children.append(c)
             new.append(c)
         for c in new:
@@ -95,18 +96,35 @@ class LocalSwarm:
     def log_text(self, name: str) -> str:
         return (self.root / "logs" / f"{name}.log").read_text(errors="replace")
 
-    def driver(self, peers: list[Child] | None = None, data_dir: Path | None = None) -> Runtime:
+    # the test's own hand (drivers, CLI tools): a member in every role, so tests can publish
+    # whatever they need; agents get only their own role (agent.demo)
+    TEST_ROLES = ["decomposer", "executor", "observer", "scorer", "submitter"]
+
+    def driver(self, peers: list[Child] | None = None, data_dir: Path | None = None,
+               roles: list[str] | None = None) -> Runtime:
         s = load_settings(swarm="demo", listen_host="127.0.0.1", listen_port=0, mdns=False,
                           peers=[c.addr for c in (peers or self.children)], scorers=self.cfg.scorers,
                           max_depth=self.cfg.max_depth, max_children=self.cfg.max_children,
                           max_rounds=self.cfg.max_rounds, sync_interval=2, reconnect_interval=1,
-                          key=self.cfg.swarm_key, key_file=None)
+                          key=self.cfg.swarm_key, key_file=None, authority=self.cfg.authority_id,
+                          credential_file=None, credentials_dir=None, identity_file=None)
         data_dir = data_dir or Path(tempfile.mkdtemp(prefix="driver-", dir=self.root))
+        issue_credential_file(self.cfg, data_dir, roles or self.TEST_ROLES)
         return open_runtime(s, "submitter", data_dir=data_dir)
 
+    def cli_identity(self) -> dict[str, str]:
+        """SWARM_* for a CLI tool run by the test (`submit`, `observe`): its key and credential."""
+        d = self.root / "cli-identity"
+        cred = issue_credential_file(self.cfg, d, self.TEST_ROLES)
+        if cred is None:
+            return {}
+        return {"SWARM_IDENTITY_FILE": str(d / "key.ed25519"), "SWARM_CREDENTIAL_FILE": str(cred)}
+
     def env(self, peers: list[Child]) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k != "SWARM_KEY_FILE"}
-        return {**env, "SWARM_KEY": self.cfg.swarm_key,  # the swarm is private (agent.demo)
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("SWARM_KEY_FILE", "SWARM_CREDENTIAL_FILE", "SWARM_CREDENTIALS_DIR", "SWARM_IDENTITY_FILE")}
+        return {**env, **self.cli_identity(), "SWARM_AUTHORITY": self.cfg.authority_id or "",
+                "SWARM_KEY": self.cfg.swarm_key,  # the swarm is private (agent.demo)
                 "SWARM_SWARM": "demo", "SWARM_MDNS": "false", "SWARM_LISTEN_HOST": "127.0.0.1",
                 "SWARM_PEERS": ",".join(c.addr for c in peers), "SWARM_SCORERS": str(self.cfg.scorers),
                 "SWARM_MAX_DEPTH": str(self.cfg.max_depth), "SWARM_MAX_CHILDREN": str(self.cfg.max_children),
@@ -115,10 +133,19 @@ class LocalSwarm:
     def stored_digest(self, name: str, now_ms: int) -> str:
         events, bad = read_log(self.child(name).data_dir / "events.jsonl")
         assert not bad, bad
-        plan = Plan()
+        from agent.credentials import membership_of
+
+        plan = Plan(membership_of(self))
         for e in events:
             plan.apply(e)
         return derive(plan, now_ms).digest
+
+    # duck-typed settings for membership_of
+    @property
+    def authority(self) -> str | None:
+        return self.cfg.authority_id
+
+    swarm = "demo"
 
 
 async def wait_ready(rt: Runtime, children: list[Child], timeout: float) -> None:

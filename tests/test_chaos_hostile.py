@@ -284,7 +284,12 @@ COUNTED_AS = {
     "unsigned_envelope": 'swarm_gossip_dropped_total{reason="unsigned"}',
     "replayed": 'swarm_events_rejected_total{reason="duplicate"}',
     "future_dated": 'swarm_events_rejected_total{reason="clock_drift"}',
-    "not_elector": 'swarm_events_rejected_total{reason="not_elector"}',
+    # the hostile holds the swarm key but no credential (the demo's swarm has an authority):
+    # its votes wait briefly for a credential that never comes, or find its waiting room (16
+    # events of an author without a credential) or its rate (50/s) full
+    "not_elector": ('swarm_events_rejected_total{reason="not_member"}',
+                    'swarm_events_rejected_total{reason="pending_overflow"}',
+                    'swarm_events_rejected_total{reason="rate_limited"}'),
 }
 
 
@@ -411,7 +416,8 @@ async def test_hostile_member_floods_gossip_and_abuses_sync(tmp_path):
             if kind in COUNTED_AS:
                 want[COUNTED_AS[kind]] += n
         got = per_agent[name]
-        short.update({f"{name} {k}": (got.get(k, 0), n) for k, n in want.items() if got.get(k, 0) < n})
+        counts = {k: (sum(got.get(x, 0) for x in k) if isinstance(k, tuple) else got.get(k, 0)) for k in want}
+        short.update({f"{name} {k}": (counts[k], n) for k, n in want.items() if counts[k] < n})
     assert not short, f"bad messages not counted (counted, sent): {short}"
     for c in agents[:3]:  # the RPCs over the 1 MiB limit
         assert per_agent[c.name].get('swarm_gossip_dropped_total{reason="oversize"}', 0) >= 1, c.name

@@ -27,7 +27,12 @@ then:
      is new (decomposer-2 comes back too), and every service resumes the same peers (peer ids
      from the keys) from the same directories, each reloading its log; the swarm converges to
      the same digest;
-  9. a fresh observer container with no volume (started by testcontainers) learns that plan.
+  9. a fresh observer container with no volume (started by testcontainers) learns that plan;
+ 10. roles: `make up`'s credentials step (scripts/containers/credentials.sh) issued every slot
+     a key and a credential (an authority of the test's own, SWARM_DIR in the test's tmp):
+     every agent is a member of its role; `make revoke`'s script revokes executor-2's slot
+     (published through the observer): that agent stops acting; the credentials step run
+     again gives the slot a new key, and its replica restarts as the new peer.
 
 Containers are driven through podman's Docker-compatible API with testcontainers
 (`podman system service` on a socket of the test's own; DOCKER_HOST points at it): listing by
@@ -130,7 +135,9 @@ r = subprocess.run([sys.executable, "-m", "agent", "replay", d + "/events.jsonl"
 if r.returncode:
     sys.exit(r.stderr[-1000:])
 tree = json.loads(r.stdout[r.stdout.index("{"):])
-print(json.dumps({"dir": d, "pid": pid, "peer": Identity(open(d + "/key.ed25519", "rb").read()).peer_id,
+key = "/credentials/" + os.path.basename(d) + "/key.ed25519"  # a slot's key (an authority)
+key = key if os.path.exists(key) else d + "/key.ed25519"
+print(json.dumps({"dir": d, "pid": pid, "peer": Identity(open(key, "rb").read()).peer_id,
                   "events": sum(1 for ln in open(d + "/events.jsonl", "rb") if ln.strip()),
                   "digest": tree["digest"], "dirs": sorted(os.listdir("/data"))}))
 """
@@ -169,6 +176,8 @@ def _set_env(mp: pytest.MonkeyPatch, tmp: Path) -> Path:
     r = subprocess.run([str(CTR / "swarm-key.sh"), str(env_file)], capture_output=True, text=True,
                        env={k: v for k, v in os.environ.items() if k != "SWARM_KEY"})
     assert r.returncode == 0, r.stderr
+    mp.delenv("SWARM_AUTHORITY", raising=False)
+    mp.setenv("SWARM_DIR", str(tmp / "swarm-dir"))  # the authority key and the slots' credentials
     return env_file
 
 
@@ -449,6 +458,11 @@ def test_cluster_survives_losing_a_decomposer_and_keeps_identity(cluster: Cluste
          "--build-arg", "PIP_CERT=/etc/ssl/host-ca.crt", "--build-arg", f"LLM_MODELS={LLM_MODEL}",
          "-t", IMAGE, str(ROOT)], timeout=900, env=cni)
     c.step(f"built {IMAGE} from the unchanged Dockerfile, {LLM_MODEL} inside")
+    creds = [str(CTR / "credentials.sh"), str(c.env_file), os.environ["SWARM_DIR"], "podman", IMAGE,
+             str(SCORERS), str(EXECUTORS), PROJECT, "30"]
+    out = run(creds, timeout=300, env=cni).stdout
+    assert out.count("(new key and credential)") == 3 + 2 + SCORERS + EXECUTORS, out
+    c.step("credentials: an authority key, a key and a credential per slot")
 
     # --- make up ------------------------------------------------------------------------------
     r = run(c.make + ["up", f"SCALE_SCORERS={SCORERS}", f"SCALE_EXECUTORS={EXECUTORS}"], timeout=300)
@@ -490,7 +504,15 @@ def test_cluster_survives_losing_a_decomposer_and_keeps_identity(cluster: Cluste
     for name in agents:
         env = c.api.containers.get(name).attrs["Config"]["Env"]
         assert f"SWARM_KEY={c.swarm_key}" in env, f"{name} did not get the SWARM_KEY of the env file"
-    c.step("all agents healthy; every agent got SWARM_KEY from the env file")
+    authority = next(ln.split("=", 1)[1] for ln in c.env_file.read_text().splitlines()
+                     if ln.startswith("SWARM_AUTHORITY="))
+    for name, svc in agents.items():
+        env = c.api.containers.get(name).attrs["Config"]["Env"]
+        assert f"SWARM_AUTHORITY={authority}" in env, name
+        rec = c.last_log_event(name, "membership.member")
+        role = "observer" if svc == "observer" else svc.split("-")[0]
+        assert rec is not None and role in rec["roles"], f"{name}: not a member of its role: {rec}"
+    c.step("all agents healthy; every agent got SWARM_KEY from the env file, and is a member of its role")
 
     # --- 3. Prometheus scrapes every agent --------------------------------------------------------
     def all_up():
@@ -644,3 +666,26 @@ def test_cluster_survives_losing_a_decomposer_and_keeps_identity(cluster: Cluste
     assert tree["digest"] == digest, f"late joiner digest {tree['digest']} != {digest}"
     assert (chaos.find_goal(tree, GOAL) or {}).get("state") == "done"
     c.step("a fresh observer container (testcontainers, no volume) learned the same plan")
+
+    # --- 10. revoke a slot; the credentials step gives it a new key; its replica restarts -------
+    sdir = Path(os.environ["SWARM_DIR"])
+    old_peer = json.loads((sdir / "credentials/executor/executor-2/credential.json").read_text())["peer"]
+    holder = next(n for n, p in c.identities().items() if p["peer"] == old_peer)
+    run([str(CTR / "revoke.sh"), str(sdir), "podman", IMAGE, "executor/executor-2", " ".join(c.compose),
+         "test"], timeout=180, env=cni)
+    c.poll("the revoked agent stops acting", lambda: c.last_log_event(holder, "membership.not_acting") is not None
+           or "no membership.not_acting yet", 90, interval=3)
+    c.step("make revoke: executor-2's slot revoked, its agent stopped acting")
+    run(creds, timeout=300, env=cni)
+    new_peer = json.loads((sdir / "credentials/executor/executor-2/credential.json").read_text())["peer"]
+    assert new_peer != old_peer
+
+    def rekeyed():
+        try:
+            peers = {p["peer"] for p in c.identities().values()}
+        except Exception as exc:  # a container restarting right now: ask again
+            return f"probe failed: {exc}"[:200]
+        return (new_peer in peers and old_peer not in peers) or f"peers {sorted(x[-6:] for x in peers)}"
+
+    c.poll("the slot's replica restarts with its new key", rekeyed, 180, interval=5)
+    c.step("credentials again: the slot has a new key; its replica restarted as the new peer")

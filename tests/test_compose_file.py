@@ -151,7 +151,8 @@ def test_every_agent_keeps_its_identity_in_one_volume(raw):
     templates = {}
     for n in AGENTS:
         s = services[n]
-        assert s["volumes"] == ["agent-data:/data"], n
+        # (and, read-only, its slots' credentials: test_credentials_are_mounted_read_only_...)
+        assert [v for v in s["volumes"] if not v.endswith(":ro")] == ["agent-data:/data"], n
         data_dir = s["environment"]["SWARM_DATA_DIR"]
         assert data_dir.startswith("/data/"), n
         if "deploy" in s:  # scaled: replicas must never share a hostname-named directory
@@ -422,3 +423,81 @@ def test_real_compose_tool_resolves_the_embedded_model_cluster():
         assert "llm" in services[name]["depends_on"]
         assert any(str(v).startswith("llm-key:/llm") or (isinstance(v, dict) and v.get("target") == "/llm")
                    for v in services[name]["volumes"])
+
+
+def test_credentials_are_mounted_read_only_per_service_and_the_authority_key_nowhere():
+    """make up issues a key and a credential per service slot into .swarm/credentials/<service>/;
+    each agent service mounts only its own directory, read-only; the authority key
+    (.swarm/authority.key) is mounted into no service and never reaches the build context."""
+    services = load()["services"]
+    for n in AGENTS:
+        env = services[n]["environment"]
+        assert env["SWARM_CREDENTIALS_DIR"] == "/credentials", n
+        assert env["SWARM_AUTHORITY"] == "", n  # from .env (make up writes it); empty: no authority
+        mounts = services[n]["volumes"]
+        assert "agent-data:/data" in mounts, n
+        creds = [m for m in mounts if m.endswith(":/credentials:ro")]
+        assert creds == [f"./.swarm/credentials/{n}:/credentials:ro"], (n, mounts)
+    for name, svc in services.items():
+        for m in svc.get("volumes", []):
+            assert "authority" not in m and not m.startswith("./.swarm:"), (name, m)
+    assert load({"SWARM_AUTHORITY": "12D3KooWabc"})["services"]["scorer"]["environment"]["SWARM_AUTHORITY"] == "12D3KooWabc"
+    ignore = (ROOT / ".dockerignore").read_text().splitlines()
+    assert ignore[0] == "*" or "*" in ignore  # only pyproject.toml and agent/ reach the image
+    assert ".swarm/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_credentials_script_issues_every_slot_of_the_scale(tmp_path):
+    """scripts/containers/credentials.sh with a stand-in for the container engine (it runs
+    `python -m agent` here instead of in the image): an authority key made once, its id in the
+    env file, a key and credential per slot of the scale, each verifiable; a second run keeps
+    the keys, a larger scale adds slots."""
+    import stat
+    import sys
+
+    engine = tmp_path / "engine"
+    engine.write_text(f"""#!/usr/bin/env bash
+# engine run --rm --network none --user 0 -v SRC:/swarm --entrypoint python IMAGE -m agent ARGS
+while [ "$1" != "-v" ]; do shift; done; src=${{2%%:/swarm}}; shift 2
+shift 3  # --entrypoint python IMAGE
+args=("$@"); args=("${{args[@]//\\/swarm/$src}}")
+exec {sys.executable} "${{args[@]}}"
+""")
+    engine.chmod(engine.stat().st_mode | stat.S_IEXEC)
+    env_file, sdir = tmp_path / ".env", tmp_path / "swarm"
+    script = ROOT / "scripts" / "containers" / "credentials.sh"
+    env = {k: v for k, v in os.environ.items() if k != "SWARM_AUTHORITY"}
+    env["PYTHONPATH"] = str(ROOT)
+
+    def run(scorers: int) -> str:
+        r = subprocess.run([str(script), str(env_file), str(sdir), str(engine), "img", str(scorers), "2",
+                            "compose", "30"], capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout
+
+    out = run(3)
+    authority = next(ln.split("=", 1)[1] for ln in env_file.read_text().splitlines() if ln.startswith("SWARM_AUTHORITY="))
+    assert oct((sdir / "authority.key").stat().st_mode & 0o777) == "0o600"
+    from agent.core.membership import Membership, credential_problem
+    from agent.credentials import load_credential, load_seed
+
+    slots = sorted(p.parent.relative_to(sdir / "credentials").as_posix() for p in sdir.glob("credentials/*/*/credential.json"))
+    assert slots == ["decomposer-1/decomposer-1", "decomposer-2/decomposer-2", "decomposer-3/decomposer-3",
+                     "executor/executor-1", "executor/executor-2", "observer/observer", "observer/submit",
+                     "scorer/scorer-1", "scorer/scorer-2", "scorer/scorer-3"], out
+    m = Membership(authority, "compose")
+    for slot in slots:
+        cred = load_credential(sdir / "credentials" / slot / "credential.json")
+        assert credential_problem(cred, m) is None and cred.peer == load_seed(sdir / "credentials" / slot / "key.ed25519").peer_id
+    assert load_credential(sdir / "credentials/observer/observer/credential.json").roles == ("observer", "submitter")
+    key1 = (sdir / "credentials/scorer/scorer-1/key.ed25519").read_bytes()
+    out = run(5)
+    assert (sdir / "credentials/scorer/scorer-5/credential.json").exists() and "scorer/scorer-1:" in out and "(kept)" in out
+    assert (sdir / "credentials/scorer/scorer-1/key.ed25519").read_bytes() == key1
+    assert env_file.read_text().count("SWARM_AUTHORITY=") == 1
+    # SWARM_AUTHORITY= (empty) in the env file: the swarm key alone, nothing issued
+    other = tmp_path / "other.env"
+    other.write_text("SWARM_AUTHORITY=\n")
+    r = subprocess.run([str(script), str(other), str(tmp_path / "none"), str(engine), "img", "3", "2", "compose", "30"],
+                       capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0 and "no authority" in r.stdout and not (tmp_path / "none" / "authority.key").exists()

@@ -155,11 +155,15 @@ def test_claims_only_on_tasks_within_the_lease_cap():
     on_root = claim(E1, g.id, 50)
     assert plan.apply(on_root).pending
     leaf = child_id(a.id, 0)
-    assert plan.apply(claim(E1, leaf, 60)).pending  # not in the tree until the split is decided
+    after = claim(E2, leaf, 125)  # stamped after the deciding precommits (110, 111)
+    assert plan.apply(after).pending  # not in the tree until the split is decided
+    pre = claim(E1, leaf, 60)  # a pre-claim: stamped before the split was decided
+    assert plan.apply(pre).pending
     out = None
     for e in decide(g.id, a.id, S[:2], wall=100):
         out = plan.apply(e)
-    assert out is not None and any(e.body.type == "claim" for e in out.accepted)  # now a task
+    assert out is not None and [e.id for e in out.accepted if e.body.type == "claim"] == [after.id]
+    assert plan.is_pending(pre.id)  # never filed with its early stamp (it won every race before)
     assert plan.is_pending(on_root.id)  # the root becomes a task only when its children are done
     assert refused(plan, claim(E2, leaf, 200, lease_ms=3_600_000)) is Reason.LEASE_TOO_LONG
     intake = Intake(IntakeConfig(pending_ttl_ms=1000))
@@ -247,15 +251,19 @@ def test_synthesis_task_once_children_are_done():
     g = goal(U, max_depth=1)
     a = proposal(D1, g.id, ["Tokyo", "Kyoto"], wall=10)
     plan = apply_all(Plan(), [g, a] + decide(g.id, a.id, S[:2], wall=100))
-    assert plan.apply(claim(E1, g.id, 300)).pending
+    early = claim(E1, g.id, 300)
+    assert plan.apply(early).pending
     k0, k1 = child_id(a.id, 0), child_id(a.id, 1)
     c0, c1 = claim(E1, k0, 400), claim(E2, k1, 400)
+    synth = claim(E2, g.id, 650)  # stamped after both children's results
     apply_all(plan, [c0, c1, result(E1, k0, c0.id, 500)])
+    assert plan.apply(synth).pending
     assert derive(plan, T0 + 600).node(g.id).state is NodeState.SPLIT
     out = plan.apply(result(E2, k1, c1.id, 600))
-    assert any(e.body.type == "claim" and e.body.node == g.id for e in out.accepted)
+    assert [e.id for e in out.accepted if e.body.type == "claim"] == [synth.id]
+    assert plan.is_pending(early.id)  # claimed before the children were done: never filed
     n = derive(plan, T0 + 700).node(g.id)
-    assert n.task is TaskKind.SYNTHESIS and n.state is NodeState.CLAIMED
+    assert n.task is TaskKind.SYNTHESIS and n.state is NodeState.CLAIMED and n.holder.id == synth.id
 
 
 # ----------------------------------------------------------------- clocks

@@ -140,15 +140,17 @@ async def test_events_our_own_vote_unblocks_are_stored(tmp_path):
     """A claim that arrived before its node was a task waits (parked); our own precommit then
     completes the decision and releases it. It must be stored like any accepted event: it was
     only filed in the fold, and the stored log lacked it for good (sync had passed it), found
-    by the chaos suite's torn-line scenario."""
+    by the chaos suite's torn-line scenario. (The claim is stamped after our precommit, as an
+    honest executor's is: it came early only by gossip.)"""
     from agent.core.events import Vote
-    from builders import claim, precommit, prevote
+    from agent.runtime import wall_ms
+    from builders import T0, claim, precommit, prevote
 
     rt = make_rt(tmp_path, role="scorer", disk=True)
     s1 = ident("s1")
     g = goal(ident("u"), electorate=[rt.me, s1.peer_id, ident("s2").peer_id], max_depth=1)
     p = proposal(ident("d"), g.id, ["Tokyo", "Kyoto"])
-    early = claim(ident("x"), p.id + "/0", wall=40)
+    early = claim(ident("x"), p.id + "/0", wall=wall_ms() - T0 + 1000)
     for e in (g, p, prevote(s1, g.id, p.id), precommit(s1, g.id, p.id)):
         assert await rt.ingest(e.raw, "peer")
     assert not await rt.ingest(early.raw, "peer") and rt.plan.is_pending(early.id)

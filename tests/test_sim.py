@@ -175,8 +175,63 @@ def test_checker_catches_a_vote_from_outside_the_electorate(monkeypatch):
         real_check(self, ev)
 
     monkeypatch.setattr(plan_mod.Plan, "_check", no_electorate)
-    sim = run(SimConfig(seed=2, faults=Faults(strangers=1)))
+    # (without an authority: with one, a stranger's votes are refused as not a member's first)
+    sim = run(SimConfig(seed=2, faults=Faults(strangers=1), membership=False))
     assert "electorate" in invariants(sim)
+
+
+INSIDER = dict(faults=Faults(insider=True, slow=0.05), **FAST)
+
+
+def test_the_insider_is_refused_everywhere_and_the_plan_completes():
+    sim = run(SimConfig(seed=7, **INSIDER))
+    assert sim.checker.ok, sim.checker.violations
+    r = sim.stats.rejected
+    for reason in ("not_member", "bad_credential", "role_not_allowed", "held_overflow", "backdated",
+                   "not_claimant"):
+        assert r.get(reason, 0) > 0, (reason, r)
+    assert sim.stats.done_ms is not None
+    honest = [a for a in sim.agents if not a.byzantine]
+    assert all(not (set(a.intake.plan.events) & sim.sybil_ids) for a in honest)
+
+
+def test_checker_catches_an_event_the_authors_role_does_not_allow(monkeypatch):
+    from agent.core import membership as membership_mod
+
+    monkeypatch.setattr(membership_mod.Members, "gate", lambda self, ev: None)  # anyone may author anything
+    assert "membership" in invariants(run(SimConfig(seed=7, **INSIDER)))
+
+
+def test_checker_catches_an_uncredentialed_electorate(monkeypatch):
+    from agent.core import membership as membership_mod
+
+    real_gate = membership_mod.Members.gate
+
+    def goals_unchecked(self, ev):
+        return None if ev.body.type == "goal" else real_gate(self, ev)
+
+    monkeypatch.setattr(membership_mod.Members, "gate", goals_unchecked)
+    assert "electorate" in invariants(run(SimConfig(seed=7, **INSIDER)))
+
+
+def test_checker_catches_a_squatter_that_never_yields(monkeypatch):
+    real_leases = leases_mod.leases
+
+    def no_budget(claims, follow_ups, cap):  # the cap binds single claims, not authors
+        ls = real_leases(claims, follow_ups, cap)
+        ls.claims = [replace(c, yield_from=2**62) for c in ls.claims]
+        return ls
+
+    monkeypatch.setattr("agent.core.plan.leases", no_budget)
+    cfg = SimConfig(seed=7, max_lease_ms=30_000, **INSIDER)
+    assert "lease_bound" in invariants(run(cfg))
+
+
+def test_checker_catches_unbounded_holding(monkeypatch):
+    from agent.core import intake as intake_mod
+
+    monkeypatch.setattr(intake_mod.Intake, "_member", lambda self, author: True)  # keys get a member's room
+    assert "memory_bounded" in invariants(run(SimConfig(seed=7, **INSIDER)))
 
 
 def test_sweep_reports_a_behaviour_that_raises(monkeypatch):

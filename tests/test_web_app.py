@@ -24,7 +24,8 @@ SCORERS = [ident(f"s{i}") for i in range(3)]
 
 
 class LoneNet:
-    """A network with nobody on it (the scorers' hellos are fed in by hand)."""
+    """A network whose only peers are the scorers (their hellos are fed in by hand): a
+    submitter names only scorers it holds connections to (agent.goals.known_scorers)."""
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
@@ -41,7 +42,7 @@ class LoneNet:
 
     @property
     def connected(self) -> list[str]:
-        return []
+        return [s.peer_id for s in SCORERS]
 
 
 def make_observer(tmp_path, **kw) -> Runtime:
@@ -271,3 +272,32 @@ def test_the_demo_gives_its_observer_a_web_port(tmp_path):
     env = child_env(cfg, obs, children, 0)
     assert env["SWARM_WEB_PORT"] == str(obs.web_port) and env["SWARM_WEB_HOST"] == "127.0.0.1"
     assert not any(c.web_port for c in plan_children(DemoConfig(web=False), tmp_path / "off"))
+
+
+async def test_the_page_submits_only_if_its_agent_may_submit(tmp_path):
+    """In a swarm with an authority the page's goals are its agent's: an observer whose
+    credential does not grant submitter gets a clear refusal, and nothing is published."""
+    import time as _time
+
+    from agent.core.membership import Membership, issue_credential
+    from builders import AUTHORITY, SWARM, member_hello
+
+    s = load_settings(data_dir=tmp_path, mdns=False, web_port=0, web_host="127.0.0.1", web_throttle=0.05,
+                      startup_sync=0.1, scorers=3, swarm=SWARM, authority=AUTHORITY.peer_id)
+    me = load_identity(tmp_path)
+    now = _time.time_ns() // 1_000_000
+    cred = issue_credential(AUTHORITY, me.peer_id, ["observer"], SWARM, now - 60_000, now + 3_600_000)
+    rt = Runtime(s, "observer", identity=me, log=MemoryLog(), net=LoneNet(),
+                 membership=Membership(AUTHORITY.peer_id, SWARM), credential=cred)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(rt.run)
+        for sc in SCORERS:
+            rel = now - 1767225600000  # builders' stamps count from 2026-01-01
+            assert await rt.ingest(member_hello(sc, "scorer", wall=rel - 1000, issued=rel - 60_000,
+                                                expires=rel + 3_600_000).raw, "test")
+        url = await nursery.start(serve_web, rt.settings, rt)
+        async with client(url) as c:
+            r = await c.post("/api/goals", json={"title": "Plan a trip"})
+        nursery.cancel_scope.cancel()
+    assert r.status_code == 403 and "may not submit" in r.json()["error"], r.text
+    assert not rt.plan.goals

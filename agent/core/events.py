@@ -128,12 +128,47 @@ class Subgoal(_Model):
     _omit_empty = frozenset({"after"})
 
 
+class Credential(_Model):
+    """A membership credential: the swarm's authority says that ``peer`` may act as ``roles``
+    in ``swarm`` for events stamped from ``issued`` until ``expires`` (wall ms: judged against
+    event stamps, never a clock). Carried in the member's hello; checked by
+    ``agent.core.membership``, which also signs and verifies ``sig``."""
+
+    peer: PeerId
+    roles: tuple[RoleName, ...] = Field(min_length=1, max_length=5)
+    swarm: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    issued: int = Field(ge=0, le=2**53)
+    expires: int = Field(ge=0, le=2**53)
+    authority: PeerId
+    sig: str = Field(min_length=80, max_length=100)
+
+
 class Hello(_Model):
-    """An agent announces its role (how a submitter finds the scorers to name as electorate)."""
+    """An agent announces its role (how a submitter finds the scorers to name as electorate);
+    in a swarm with an authority it carries the agent's membership credential."""
 
     type: Literal["hello"] = "hello"
     role: RoleName
     name: str = Field(default="", max_length=64)
+    credential: Credential | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_empty_credential(self, handler: Any) -> Any:
+        # a hello without a credential keeps the exact bytes (and so the id and signature) it
+        # had before credentials existed
+        out = handler(self)
+        if isinstance(out, dict) and out.get("credential") is None:
+            out.pop("credential", None)
+        return out
+
+
+class Revoke(_Model):
+    """The authority withdraws ``peer``'s membership: every event it stamped at or after this
+    event's stamp is refused, by every peer, whatever order things arrive in."""
+
+    type: Literal["revoke"] = "revoke"
+    peer: PeerId
+    reason: str = Field(default="", max_length=200)
 
 
 class Goal(_Model):
@@ -278,11 +313,11 @@ class Result(_Model):
 
 
 Body = Annotated[
-    Union[Hello, Goal, Brief, Proposal, Score, Review, Vote, Claim, Renew, Release, Result],
+    Union[Hello, Goal, Brief, Proposal, Score, Review, Vote, Claim, Renew, Release, Result, Revoke],
     Field(discriminator="type"),
 ]
 EVENT_TYPES = ("hello", "goal", "brief", "proposal", "score", "review", "vote", "claim", "renew",
-               "release", "result")
+               "release", "result", "revoke")
 
 
 class _Wire(_Model):

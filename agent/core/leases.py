@@ -2,10 +2,16 @@
 
 - A claim is a lease: from the claim's stamp until ``claim + lease_ms``, extended by the
   holder's renewals stamped while it was still alive, cut short by a release, and never
-  beyond the goal's ``max_lease_ms`` after the claim (so nobody can squat on a task). A lease
-  that has lapsed cannot be revived.
-- At any instant the task belongs to the earliest (HLC, peer id) claim whose lease is alive:
-  that is the race's winner on every peer, whatever order the claims arrived in. A claim made
+  beyond the goal's ``max_lease_ms`` after the claim. A lease that has lapsed cannot be
+  revived.
+- The cap binds an author, not one claim: once an author's claims on a task (re-claims
+  included) have held it for ``max_lease_ms`` in all, its claims *yield* (from
+  ``yield_from`` on): they hold the task only while no other author's claim does, and the
+  task reads as ready to everyone else, so a squatter re-claiming back to back cannot keep
+  others out, while a lone executor can still retry.
+- At any instant the task belongs to the earliest (HLC, peer id) claim whose lease is alive
+  and that does not yield (else to the earliest yielding one): that is the race's winner on
+  every peer, whatever order the claims arrived in. A claim made
   while an earlier lease is alive is a *collision*; one made after every earlier lease ended
   (expired or released) without a result is a *takeover*.
 - A result is *valid* only if it was stamped while its own claim's lease was alive. The
@@ -33,6 +39,11 @@ class ClaimState:
     start: int
     end: int  # lease end (wall ms)
     order: tuple[int, int, str]
+    yield_from: int = 2**62  # from then on it yields (its author has held the task long enough)
+
+    def holds(self, now_ms: int) -> bool:
+        """Alive at ``now_ms`` and not yielding: nobody else may take the task."""
+        return self.start <= now_ms < min(self.end, self.yield_from)
 
 
 @dataclass
@@ -52,11 +63,10 @@ class Leases:
         return max(0, len(self.results) - 1)
 
     def holder(self, now_ms: int) -> ClaimState | None:
-        """The earliest claim whose lease is alive at ``now_ms``."""
-        for c in self.claims:
-            if c.start <= now_ms < c.end:
-                return c
-        return None
+        """The earliest claim holding the task at ``now_ms``; else the earliest yielding one
+        alive then (a lone executor past its budget keeps what nobody else wants)."""
+        alive = [c for c in self.claims if c.start <= now_ms < c.end]
+        return next((c for c in alive if now_ms < c.yield_from), alive[0] if alive else None)
 
 
 def lease_end(claim: Event, follow_ups: Sequence[Event], max_lease_ms: int) -> int:
@@ -77,17 +87,25 @@ def leases(claims: Iterable[Event], follow_ups: dict[str, list[Event]], max_leas
     out = Leases()
     ordered = sorted(claims, key=lambda e: (e.order, e.id))
     busy_until = None  # end of the latest lease among earlier claims, while no result
+    busy: dict[str, int] = {}  # author -> end of its latest lease among earlier claims
+    spent: dict[str, int] = {}  # author -> ms its earlier claims' own leases lasted
     for c in ordered:
         ups = follow_ups.get(c.id, ())
         end = lease_end(c, ups, max_lease_ms)
-        st = ClaimState(c.id, c.author, c.hlc.wall, end, c.order)
+        used = spent.get(c.author, 0)
+        spent[c.author] = used + (end - c.hlc.wall)
+        yield_from = c.hlc.wall + max(0, max_lease_ms - used)
+        st = ClaimState(c.id, c.author, c.hlc.wall, end, c.order, yield_from if yield_from < end else 2**62)
         out.claims.append(st)
         if busy_until is not None:
-            if c.hlc.wall < busy_until:
+            # a collision is a race with someone else: one author's claims overlapping only
+            # each other (re-claims, or a flood of them) race nobody
+            if any(c.hlc.wall < e for a, e in busy.items() if a != c.author):
                 out.collisions += 1
-            else:
+            elif c.hlc.wall >= busy_until:
                 out.takeovers += 1
         busy_until = end if busy_until is None else max(busy_until, end)
+        busy[c.author] = max(busy.get(c.author, end), end)
         for e in ups:
             if e.body.type != "result":
                 continue

@@ -20,7 +20,10 @@ Intake rules (each refusal has a named reason, see `reasons.py`):
   brief slot names a brief of that goal (or LEAF: no brief), on a review slot a result of
   that attempt (or REJECT), and only attempts before the last are reviewed;
 - only a claim's author renews, releases or reports it, and nobody renews or releases a claim
-  after its own result (events that can never matter are not stored).
+  after its own result (events that can never matter are not stored);
+- with an authority, only members author events, each of a kind its role allows
+  (`membership.py`), and a claim is filed only once it is provably stamped after its node
+  became a task (`tasks.py`).
 """
 
 from __future__ import annotations
@@ -36,8 +39,10 @@ from .events import (
 )
 from . import budget
 from .leases import Leases, leases
+from .membership import Members, Membership
 from .reasons import Reason, Rejected
 from .slots import base_node, brief_slot, parse_slot, parse_task, review_slot, task_key
+from .tasks import claim_wait
 
 MAX_PENDING = 10_000
 MEMBERS = "@members"  # the change a hello makes (no node has this id)
@@ -77,7 +82,9 @@ def child_id(proposal_id: str, index: int) -> str:
 
 
 class Plan:
-    def __init__(self) -> None:
+    def __init__(self, membership: Membership | None = None) -> None:
+        self.members = Members(membership)  # who may author what (None: an open swarm)
+        self.generation = 0  # bumps when a revocation made the plan fold its events again
         self.events: dict[str, Event] = {}
         self.goals: dict[str, Event] = {}
         self.proposals: dict[str, Event] = {}
@@ -111,6 +118,10 @@ class Plan:
     def is_pending(self, event_id: str) -> bool:
         return event_id in self._pending_ids
 
+    def pending_key(self, event_id: str) -> str | None:
+        """What a waiting event waits for (None if it does not wait)."""
+        return self._pending_ids.get(event_id)
+
     @property
     def pending_count(self) -> int:
         return len(self._pending_ids)
@@ -120,6 +131,8 @@ class Plan:
         returns pending=True when it waits for a dependency (then it is not yet in the log)."""
         if ev.id in self.events or ev.id in self._pending_ids:
             raise Rejected(Reason.DUPLICATE, ev.id)
+        if ev.body.type == "revoke":
+            return self._revoke(ev)
         missing = self._missing(ev)
         if missing is not None:
             self._park(ev, missing)
@@ -198,6 +211,9 @@ class Plan:
 
     def _missing(self, ev: Event) -> str | None:
         """The key of the first thing ``ev`` refers to that is not here yet."""
+        member = self.members.gate(ev)
+        if member is not None:
+            return member
         b = ev.body
         if isinstance(b, (Hello, Goal)):
             return None
@@ -221,7 +237,7 @@ class Plan:
             return "event:" + node
         if isinstance(b, Claim):
             self._check_claim_static(ev)
-            blocker = self.task_blocker(b.node)
+            blocker = self.task_blocker(b.node) or claim_wait(self, ev)
             if blocker is not None:
                 return blocker
         return None
@@ -229,7 +245,9 @@ class Plan:
     def _keys_provided(self, ev: Event) -> list[str]:
         keys = ["event:" + ev.id]
         b = ev.body
-        if isinstance(b, Vote):
+        if isinstance(b, Hello):
+            keys.append("member:" + ev.author)  # its credential may admit what waits for it
+        elif isinstance(b, Vote) and b.phase == "precommit":
             keys.append("task:" + b.node)  # a decision here may make a waiting claim's node a task
             if "#v" in b.node:
                 keys.append("done:" + base_node(b.node))  # an accepted result makes its node done
@@ -375,7 +393,9 @@ class Plan:
         b = ev.body
         if isinstance(b, Hello):
             self.changes.append(MEMBERS)
-            self.roles[ev.author].add(b.role)
+            self.members.file(ev)
+            if ev.author not in self.members.revoked:
+                self.roles[ev.author].add(b.role)
             return
         if isinstance(b, Goal):
             self.changes.append(ev.id)
@@ -413,6 +433,50 @@ class Plan:
                     self._spend(e, -1)
             ups.append(ev)
             self._leases.pop(b.node, None)
+
+    # ------------------------------------------------------------------ revocations
+    def _revoke(self, ev: Event) -> Applied:
+        """File a revocation; if it refuses events already here, fold everything again."""
+        earlier = self.members.revocation(ev)
+        self.events[ev.id] = ev
+        self.version += 1
+        self.changes.append(MEMBERS)
+        out = Applied(accepted=[ev])
+        peer = ev.body.peer
+        if earlier and (peer in self.roles or any(e.author == peer for e in self.events.values())
+                        or any(e.author == peer for e, _ in self.pending_events())):
+            out.dropped = self.refold()
+        return out
+
+    def refold(self) -> list[tuple[Event, Rejected]]:
+        """Fold this plan's events (filed and waiting) again from scratch, in place: what a
+        revocation refuses goes, with whatever depended on it. Returns the filed events now refused.
+        The result equals folding the set in any order; views derived before are not reused
+        (``generation``)."""
+        filed = [e for e in self.events.values() if e.body.type != "revoke"]
+        waiting = [e for e, _ in self.pending_events()]
+        before = set(self.by_node) | set(self.goals)
+        members, changes, generation = self.members, self.changes, self.generation
+        self.__init__(members.config)
+        self.members.revoked, self.members.revocations = members.revoked, members.revocations
+        for rid, rev in members.revocations.items():
+            self.events[rid] = rev
+        refused: list[tuple[Event, Rejected]] = []
+        was_filed = {e.id for e in filed}
+        for e in sorted(filed + waiting, key=lambda e: (e.order, e.id)):
+            try:
+                self.apply(e)
+            except Rejected as exc:
+                if e.id in was_filed:
+                    refused.append((e, exc))
+        # (one filed before that waits now, e.g. a claim whose node's decision needed a revoked
+        # elector's precommit, waits like any event that came after the revocation)
+        # every node before or after may look different: the incremental derivation re-derives
+        # them all (changes[v - 1] names what version v touched)
+        self.changes = changes + sorted(before | set(self.by_node) | set(self.goals)) + [MEMBERS]
+        self.version = len(self.changes)
+        self.generation = generation + 1
+        return refused
 
     # ------------------------------------------------------------------ derived, cached
     def tally(self, node: str) -> Tally:
@@ -549,9 +613,9 @@ class Plan:
         return max((e.hlc.wall for e in self.events.values()), default=0)
 
 
-def fold(events: Iterable[Event]) -> Plan:
+def fold(events: Iterable[Event], membership: Membership | None = None) -> Plan:
     """Fold events in any order; duplicates and invalid ones are skipped."""
-    plan = Plan()
+    plan = Plan(membership)
     for ev in events:
         try:
             plan.apply(ev)

@@ -25,6 +25,17 @@ class Reason(str, Enum):
     NOT_CLAIMANT = "not_claimant"
     BAD_PARAMS = "bad_params"
     PENDING_OVERFLOW = "pending_overflow"
+    # membership (agent.core.membership): who may author what
+    NOT_MEMBER = "not_member"  # no credential from the swarm's authority
+    BAD_CREDENTIAL = "bad_credential"  # a hello's credential is forged, for another peer or swarm
+    CREDENTIAL_EXPIRED = "credential_expired"  # stamped outside the credential's validity
+    ROLE_NOT_ALLOWED = "role_not_allowed"  # the author's credential does not grant this kind
+    REVOKED = "revoked"  # stamped at or after the authority revoked its author
+    NOT_AUTHORITY = "not_authority"  # a revocation not signed by the swarm's authority
+    BAD_ELECTORATE = "bad_electorate"  # a goal naming electors that are not credentialed scorers
+    # what any member can make a peer hold (agent.core.intake)
+    HELD_OVERFLOW = "held_overflow"  # too many events stamped ahead, from this author or in all
+    RATE_LIMITED = "rate_limited"  # the author sent more than its rate allows
 
     def __str__(self) -> str:
         return self.value

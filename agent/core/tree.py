@@ -290,6 +290,7 @@ class Tree:
     _plan: Any = field(default=None, repr=False, compare=False)
     _version: int = field(default=-1, repr=False, compare=False)
     _timed: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    _generation: int = field(default=0, repr=False, compare=False)  # plan.generation derived from
 
     def count_role(self, role: str) -> int:
         return sum(1 for roles in self.members.values() if role in roles)
@@ -348,7 +349,8 @@ def derive(plan: Plan, now_ms: int, prev: Tree | None = None) -> Tree:
     the events filed since touched, the nodes whose leases started or ended since, and their
     ancestors; every other node's view is shared with ``prev`` (views are never changed once
     built). Either way the result equals a derivation from scratch (property-tested)."""
-    if prev is not None and prev._plan is plan and prev._version <= plan.version and now_ms >= prev.now_ms:
+    if prev is not None and prev._plan is plan and prev._version <= plan.version and now_ms >= prev.now_ms \
+            and prev._generation == plan.generation:
         return _derive_incremental(plan, now_ms, prev)
     index: dict[str, NodeView] = {}
     timed: dict[str, int] = {}
@@ -365,7 +367,7 @@ def _members(plan: Plan) -> dict[str, frozenset[str]]:
 def _tree(plan: Plan, roots: list[NodeView], now_ms: int, index: dict[str, NodeView], timed: dict[str, int],
           members: dict[str, frozenset[str]]) -> Tree:
     return Tree(roots, now_ms, index, members, min(timed.values(), default=2**62),
-                _plan=plan, _version=plan.version, _timed=timed)
+                _plan=plan, _version=plan.version, _timed=timed, _generation=plan.generation)
 
 
 def _derive_root(plan: Plan, gid: str, goal: Any, now_ms: int, index: dict[str, NodeView],
@@ -409,7 +411,7 @@ def _derive_incremental(plan: Plan, now_ms: int, prev: Tree) -> Tree:
     members = _members(plan) if members_changed else prev.members
     if not touched:
         t = Tree(prev.roots, now_ms, prev.index, members, prev.valid_until, prev._digest,
-                 _plan=plan, _version=plan.version, _timed=prev._timed)
+                 _plan=plan, _version=plan.version, _timed=prev._timed, _generation=plan.generation)
         return t
     dirty: set[str] = set()
     for nid in touched:  # a node's view depends on its children's: re-derive up to the goal
@@ -575,13 +577,15 @@ def _derive_node(plan: Plan, n: NodeView, now_ms: int, index: dict[str, NodeView
         n.state = NodeState.WAITING
         return
     n.holder = ls.holder(now_ms)
-    n.state = NodeState.CLAIMED if n.holder is not None else NodeState.READY
-    nxt = 2**62  # when a lease starts or ends: the only way time changes the tree
+    # a yielding holder (its author held the task long enough: leases.py) keeps it only until
+    # someone else claims: to everyone the task is ready
+    n.state = NodeState.CLAIMED if n.holder is not None and n.holder.holds(now_ms) else NodeState.READY
+    nxt = 2**62  # when a lease starts, yields or ends: the only way time changes the tree
     for c in ls.claims:
         if c.start > now_ms:
             nxt = min(nxt, c.start)
         elif c.end > now_ms:
-            nxt = min(nxt, c.end)
+            nxt = min(nxt, c.end, c.yield_from if c.yield_from > now_ms else 2**62)
     if nxt < 2**62:
         timed[n.id] = nxt
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["NetConfig", "SyncLimits"]
+__all__ = ["InboundLimits", "NetConfig", "SyncLimits"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,19 @@ class SyncLimits:
 
 
 @dataclass(frozen=True)
+class InboundLimits:
+    """Bounds on inbound connections before their security handshake (agent.net.wire)."""
+
+    per_ip: int = 8  # unfinished handshakes from one address (an honest one takes milliseconds)
+    total: int = 64  # unfinished handshakes in all
+    handshake_timeout: float = 5.0  # then the connection is closed
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.per_ip <= self.total or self.handshake_timeout <= 0:
+            raise ValueError(f"inconsistent inbound limits: {self}")
+
+
+@dataclass(frozen=True)
 class NetConfig:
     swarm: str = "default"
     listen_host: str = "0.0.0.0"
@@ -52,6 +65,7 @@ class NetConfig:
     dht: bool = False                    # Kademlia rendezvous: find members beyond the LAN
     dht_interval: float = 30.0           # seconds between DHT lookups (after the first few)
     sync_limits: SyncLimits = SyncLimits()
+    inbound_limits: InboundLimits = InboundLimits()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "peers", tuple(self.peers))

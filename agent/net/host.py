@@ -34,6 +34,7 @@ from libp2p.crypto.ed25519 import create_new_key_pair
 from multiaddr import Multiaddr
 
 from agent.core.identity import Identity
+from agent.errlog import RepeatedErrorLog
 
 from .config import NetConfig
 from .discovery import concrete_ips
@@ -48,7 +49,7 @@ from .swarmkey import key_id
 from .sync import PeerCursor, sync_protocol_id
 from .sync_client import PeerSync, SyncClient, SyncReport
 from .sync_server import SyncServer
-from .wire import build_host
+from .wire import InboundGuard, build_host
 
 __all__ = ["IngestFn", "ListenError", "NetConfig", "Network", "PeerSync", "SyncReport",
            "gossip_topic", "make_gossipsub"]
@@ -82,6 +83,7 @@ class Network:
         knows: Callable[[str], bool] | None = None,
         on_peers_changed: Callable[[int], None] | None = None,
         on_reject: Callable[[str, str], None] | None = None,
+        on_refused: Callable[[str], None] | None = None,
         log: Any = None,
     ) -> None:
         self.config = config
@@ -112,6 +114,11 @@ class Network:
             key_id=key_id(config.swarm_key) if config.swarm_key is not None else None,
             on_found=self._peers.found, connected=lambda: self._peers.connected,
             interval=config.dht_interval, log=self._log) if config.dht else None
+        # inbound connections before their handshake: bounded, and each refused one counted
+        # (on_refused(reason)) and logged once per address, then summarised
+        self._on_refused = on_refused
+        self._refusals = RepeatedErrorLog(self._log, "net.inbound_refused", level="warning", field="reason")
+        self._guard = InboundGuard(config.inbound_limits, self._refused)
         self._host: Any = None
         self._running = False
 
@@ -171,6 +178,19 @@ class Network:
     async def peer_has(self, peer_id: str, event_id: str) -> bool:
         return await self._sync.peer_has(peer_id, event_id)
 
+    def _refused(self, reason: str, remote: str) -> None:
+        if self._on_refused is not None:
+            self._on_refused(reason)
+        self._refusals.failed(reason, key=f"{reason}:{remote}", remote=remote, detail={
+            "handshake": "closed before its security handshake finished (no or another swarm key?)",
+            "timeout": f"no handshake within {self.config.inbound_limits.handshake_timeout:g} s",
+            "pending_limit": "too many unfinished handshakes from this address or in all",
+        }.get(reason, reason))
+
+    @property
+    def inbound(self) -> InboundGuard:
+        return self._guard
+
     # ------------------------------------------------------------------ diagnostics
     @property
     def mesh_peers(self) -> list[str]:
@@ -190,7 +210,7 @@ class Network:
         listen = Multiaddr(f"/{proto}/{cfg.listen_host}/tcp/{cfg.listen_port}")
         route_library_logs()
         host = build_host(key_pair=create_new_key_pair(self._identity.seed), listen=listen,
-                          report=self._peers.connection_failed, muxer=cfg.muxer,
+                          report=self._peers.connection_failed, muxer=cfg.muxer, guard=self._guard,
                           psk=cfg.swarm_key, mdns=cfg.mdns, addrs_factory=_addrs_factory)
         if host.get_id().to_base58() != self._peer_id:  # pragma: no cover - an invariant
             raise RuntimeError("libp2p peer id differs from the identity's peer id")

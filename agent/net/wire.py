@@ -27,12 +27,21 @@ upstream-ready write-up.
    to them. Its ``PskConn`` also has the same cancel hazard as Noise (the keystream moves
    on before the write). ``PnetTCP`` is a TCP transport whose connections are wrapped by
    ``PskStream`` (XSalsa20, 24-byte nonce, cancel-safe writes).
+4. **Connections bounded before their handshake** (``InboundGuard``): a connection that has not
+   finished its security handshake holds one of ``per_ip`` slots for its address and one of
+   ``total`` in all, and is closed after ``handshake_timeout``; one over either bound is closed
+   at once. Every connection closed unsecured is reported (``handshake``, ``timeout``,
+   ``pending_limit``): a stranger dialling without the swarm key is counted and logged, not
+   silent. (The library's resource manager admits a connection before the upgrade only by
+   subnet totals and per-peer rates, and a peer id is known only after the handshake; its
+   inbound slots are held for a connection's whole life, so 250 silent sockets filled them.)
 """
 
 from __future__ import annotations
 
 import os
 import struct
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from typing import Any
@@ -53,8 +62,11 @@ from libp2p.transport.tcp.tcp import TCP, TCPListener
 from libp2p.utils.connection_shutdown import is_expected_connection_shutdown
 from noise.exceptions import NoiseInvalidMessage
 
+from .config import InboundLimits
+
 __all__ = [
     "FRAME_WRITE_TIMEOUT", "ConnErrorKind", "ReportFn", "CancelSafeNoiseTransport", "build_host",
+    "InboundGuard", "InboundLimits",
     "PnetTCP", "PskStream", "classify", "contain_stream_handlers", "contained_muxers",
     "xsalsa20",
 ]
@@ -173,7 +185,11 @@ class CancelSafeNoiseTransport(NoiseTransport):
         return session
 
     async def secure_inbound(self, conn: Any) -> Any:
-        return self._harden(await super().secure_inbound(conn))
+        session = self._harden(await super().secure_inbound(conn))
+        secured = getattr(getattr(conn, "stream", None), "secured", None)
+        if secured is not None:
+            secured()  # the InboundGuard's slot for this handshake is free again
+        return session
 
     async def secure_outbound(self, conn: Any, peer_id: Any) -> Any:
         return self._harden(await super().secure_outbound(conn, peer_id))
@@ -236,6 +252,102 @@ async def _reset_quietly(stream: Any) -> None:
         await stream.reset()
     except StreamError:
         pass  # already reset or closed: what we wanted
+
+
+# ------------------------------------------------------------------------- before the handshake
+RefusedFn = Callable[[str, str], None]
+"""(reason, remote address): an inbound connection closed before its handshake finished."""
+
+
+class _Guarded(ReadWriteCloser):
+    """An accepted byte stream, until its security handshake is done (module doc, 4)."""
+
+    def __init__(self, inner: Any, on_secured: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_secured = on_secured
+        self.done = False
+
+    def secured(self) -> None:
+        if not self.done:
+            self.done = True
+            self._on_secured()
+
+    async def read(self, n: int | None = None) -> bytes:
+        return await self._inner.read(n)
+
+    async def write(self, data: bytes) -> None:
+        await self._inner.write(data)
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+    def get_remote_address(self) -> tuple[str, int] | None:
+        return self._inner.get_remote_address()
+
+    def __getattr__(self, name: str) -> Any:  # anything else the library asks of a TCP stream
+        return getattr(self._inner, name)
+
+
+class InboundGuard:
+    """Bounds inbound connections that have not finished their security handshake (module
+    doc, 4); ``on_refused`` hears of each one closed unsecured."""
+
+    def __init__(self, limits: InboundLimits = InboundLimits(), on_refused: RefusedFn | None = None) -> None:
+        self.limits = limits
+        self._on_refused = on_refused or (lambda reason, remote: None)
+        self._pending: Counter[str] = Counter()
+        self.refused: Counter[str] = Counter()  # reason -> connections
+
+    @property
+    def pending(self) -> int:
+        return sum(self._pending.values())
+
+    def _refuse(self, reason: str, remote: str) -> None:
+        self.refused[reason] += 1
+        self._on_refused(reason, remote)
+
+    async def serve(self, stream: Any, handler: Callable[[Any], Awaitable[None]]) -> None:
+        addr = stream.get_remote_address()
+        ip = addr[0] if addr else "?"
+        lim = self.limits
+        if self._pending[ip] >= lim.per_ip or self.pending >= lim.total:
+            self._refuse("pending_limit", ip)
+            with trio.CancelScope(shield=True):
+                await stream.close()
+            return
+        self._pending[ip] += 1
+        held = [True]
+
+        def release() -> None:
+            if held[0]:
+                held[0] = False
+                self._pending[ip] -= 1
+                if self._pending[ip] <= 0:
+                    del self._pending[ip]
+
+        done = trio.Event()
+        guarded = _Guarded(stream, lambda: (release(), done.set()))
+        timed_out = [False]
+
+        async def deadline() -> None:
+            with trio.move_on_after(lim.handshake_timeout):
+                await done.wait()
+                return
+            timed_out[0] = True
+            with trio.CancelScope(shield=True):
+                await stream.close()  # the upgrade's next read ends: the library cleans up
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(deadline)
+                try:
+                    await handler(guarded)
+                finally:
+                    nursery.cancel_scope.cancel()
+        finally:
+            release()
+            if not guarded.done:
+                self._refuse("timeout" if timed_out[0] else "handshake", ip)
 
 
 # ----------------------------------------------------------------------------------- pnet
@@ -338,16 +450,22 @@ class PskStream(ReadWriteCloser):
 
 class PnetTCP(TCP):
     """A TCP transport inside the private network of ``psk`` (32 bytes): every connection,
-    dialled or accepted, is a PskStream before security is negotiated on it."""
+    dialled or accepted, is a PskStream before security is negotiated on it. With ``psk``
+    None it is plain TCP; with a ``guard``, accepted connections are bounded until their
+    handshake (module doc, 4)."""
 
-    def __init__(self, psk: bytes, *, write_timeout: float = FRAME_WRITE_TIMEOUT) -> None:
+    def __init__(self, psk: bytes | None, *, write_timeout: float = FRAME_WRITE_TIMEOUT,
+                 guard: InboundGuard | None = None) -> None:
         super().__init__()
-        if len(psk) != 32:
+        if psk is not None and len(psk) != 32:
             raise ValueError("the swarm key must be 32 bytes")
         self._psk = psk
         self._write_timeout = write_timeout
+        self._guard = guard
 
-    def _protect(self, stream: Any) -> PskStream:
+    def _protect(self, stream: Any) -> Any:
+        if self._psk is None:
+            return stream
         return PskStream(stream, self._psk, write_timeout=self._write_timeout)
 
     async def dial(self, maddr: Any) -> Any:
@@ -361,8 +479,13 @@ class PnetTCP(TCP):
         return raw
 
     def create_listener(self, handler_function: Any) -> Any:
+        guard = self._guard
+
         async def protected(stream: Any) -> None:
-            await handler_function(self._protect(stream))
+            if guard is None:
+                await handler_function(self._protect(stream))
+            else:
+                await guard.serve(self._protect(stream), handler_function)
 
         return TCPListener(protected)
 
@@ -370,7 +493,7 @@ class PnetTCP(TCP):
 # ------------------------------------------------------------------------------ the host
 def build_host(*, key_pair: Any, listen: Any, report: ReportFn, muxer: str = "MPLEX",
                psk: bytes | None = None, mdns: bool = False, addrs_factory: Any = None,
-               write_timeout: float = FRAME_WRITE_TIMEOUT) -> Any:
+               write_timeout: float = FRAME_WRITE_TIMEOUT, guard: InboundGuard | None = None) -> Any:
     """A py-libp2p host with the connection stack of this module.
 
     Security is Noise only: the library's defaults also offer TLS, SECIO and *plaintext*
@@ -383,7 +506,8 @@ def build_host(*, key_pair: Any, listen: Any, report: ReportFn, muxer: str = "MP
 
     noise = CancelSafeNoiseTransport(key_pair, new_x25519().private_key, report=report,
                                      write_timeout=write_timeout)
-    transports = [PnetTCP(psk, write_timeout=write_timeout)] if psk is not None else None
+    transports = ([PnetTCP(psk, write_timeout=write_timeout, guard=guard)]
+                  if psk is not None or guard is not None else None)
     host = new_host(key_pair=key_pair, listen_addrs=[listen], enable_mDNS=mdns,
                     bootstrap=None, sec_opt={TProtocol(NOISE_PROTOCOL_ID): noise},
                     muxer_opt=contained_muxers(report, muxer), transports=transports,

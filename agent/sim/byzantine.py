@@ -1,5 +1,6 @@
 """Byzantine members for the simulator, within the documented bound: electors that equivocate
-and back-date (fewer than 2q - n of them), and an executor that squats on tasks."""
+and back-date (fewer than 2q - n of them), an executor that squats on tasks, and an insider
+(a credentialed executor with extra keys) that tries everything a member can."""
 
 from __future__ import annotations
 
@@ -9,15 +10,17 @@ from typing import Any
 from agent.behaviour import Executor, Scorer
 from agent.behaviour.effects import Effect, Publish
 from agent.core.consensus import LEAF, NIL
-from agent.core.events import Claim, Renew, Vote
+from agent.core.events import Claim, Goal, Hello, Renew, Result, Vote
 from agent.core.tree import NodeState, Tree
 
 
 @dataclass(frozen=True)
 class ForgedPublish(Publish):
-    """Sign and send without the author's own checks, stamped ``backdate_ms`` in the past."""
+    """Sign and send without the author's own checks, stamped ``backdate_ms`` in the past (or
+    at exactly ``wall``, when given)."""
 
     backdate_ms: int = 0
+    wall: int = 0
 
 
 class EquivocatingScorer(Scorer):
@@ -117,3 +120,130 @@ class StrangerVoter(Scorer):
 
     def _answered(self, ticket: int, answer: Any, tree: Tree, now: int) -> list[Effect]:
         return []
+
+
+@dataclass(frozen=True)
+class SybilPublish:
+    """Sign ``body`` with one of the insider's extra keys (no credential), stamped
+    ``ahead_ms`` ahead of (or, negative, behind) its clock, and send it."""
+
+    body: Any
+    key: int  # which extra key
+    ahead_ms: int = 0
+    stolen: bool = False  # a hello carrying the insider's own credential
+
+
+class InsiderExecutor(Executor):
+    """A member with an executor's credential and extra keys of its own, doing what a key
+    holder inside the swarm can try (issue 19), each bounded by a rule the honest peers fold:
+
+    - squats: claims every ready task with the longest lease, renews, and re-claims back to
+      back when the lease ends (the per-author budget makes it yield after max_lease_ms);
+    - pre-claims nodes that are not tasks yet (filed only if provably after: never);
+    - back-dates results: stamped before its own claim, on honest executors' claims, and on
+      its pre-claims (refused: backdated, not_claimant, unknown claim);
+    - votes and scores with its executor credential (role_not_allowed);
+    - floods: bursts of events stamped far ahead (held, bounded per author and in all) and of
+      hellos from fresh keys without a credential (refused before they are held);
+    - tries to pack an electorate: its extra keys announce themselves as scorers, and submit
+      goals naming themselves as the electorate (not_member; bad_electorate).
+
+    It never back-dates a claim *and* a result of its own to before an honest claim: that
+    remains trust in executors (README, "Safety and threat model")."""
+
+    def __init__(self, *args: Any, active_until: int | None = None, extra_keys: int = 4, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.active_until = active_until
+        self.extra_keys = extra_keys
+        self.held: dict[str, tuple[str, int, int]] = {}  # node -> (claim id, claimed at, renewed at)
+        self.stamps: dict[str, int] = {}  # claim id -> its stamp (wall ms)
+        self.pre: set[str] = set()  # nodes pre-claimed
+        self._pending: dict[int, str] = {}
+        self._floods = 0
+        self._last_burst = -10**18
+
+    def _poll(self, tree: Tree, now: int) -> list[Effect]:
+        if self.active_until is not None and now >= self.active_until:
+            return []
+        out: list[Effect] = []
+        for n in tree.walk():
+            lease = n.params.max_lease_ms
+            if n.task is not None and n.state is NodeState.READY and n.id not in self._pending.values():
+                mine = self.held.get(n.id)
+                if mine is None or now - mine[1] >= lease:
+                    # squat: claim it, or re-claim back to back when its lease ran out
+                    t = self.ticket()
+                    self._pending[t] = n.id
+                    out.append(Publish(Claim(node=n.id, lease_ms=lease), t))
+            elif n.task is None and n.state is not NodeState.DONE and n.id not in self.pre:
+                # a pre-claim on a node that is not a task yet, and a result for it
+                self.pre.add(n.id)
+                out.append(ForgedPublish(Claim(node=n.id, lease_ms=lease)))
+            for c in n.claims:  # back-dated or foreign results
+                if c.author != self.me and self.rng.random() < 0.05:
+                    out.append(ForgedPublish(Result(node=n.id, claim=c.id, output="PWNED: not my claim")))
+        for node, (claim, at, renewed) in list(self.held.items()):
+            n = tree.node(node)
+            if n is None or n.state is NodeState.DONE:
+                del self.held[node]
+                continue
+            lease = n.params.max_lease_ms
+            if now - renewed >= lease // 3 and now - at < lease:
+                self.held[node] = (claim, at, now)
+                out.append(ForgedPublish(Renew(node=node, claim=claim, lease_ms=lease)))
+            if self.rng.random() < 0.1 and claim in self.stamps:  # a result stamped before its own claim
+                out.append(ForgedPublish(Result(node=node, claim=claim, output="PWNED: back-dated"),
+                                         wall=self.stamps[claim] - 1_000))
+        if now - self._last_burst >= 30_000:
+            self._last_burst = now
+            out += self._burst(tree)
+        return out
+
+    def _burst(self, tree: Tree) -> list[Effect]:
+        """Floods and Sybils: ahead-stamped events, hellos of fresh keys, packed goals, votes."""
+        self._floods += 1
+        out: list[Effect] = []
+        nodes = [n for n in tree.walk() if n.state is not NodeState.DONE]
+        for i in range(30):  # stamped 50 s ahead: held (bounded), then refused or waiting
+            n = self.rng.choice(nodes) if nodes else None
+            if n is not None:
+                out.append(ForgedPublish(Claim(node=n.id, lease_ms=n.params.max_lease_ms), backdate_ms=-50_000 - i))
+        for k in range(self.extra_keys):  # fresh keys: hellos as scorers, claims, a packed goal
+            key = self._floods * 1000 + k
+            out.append(SybilPublish(Hello(role="scorer", name=f"sybil-{key}"), key, ahead_ms=55_000))
+            out.append(SybilPublish(Hello(role="scorer", name=f"sybil-{key}"), key))
+            out.append(SybilPublish(Hello(role="executor", name=f"sybil-{key}"), key, stolen=True))
+            for i, n in enumerate((nodes * 12)[:12]):  # each key: 12 claims stamped 50 s ahead
+                out.append(SybilPublish(Claim(node=n.id, lease_ms=n.params.max_lease_ms - i), key, ahead_ms=50_000))
+        tasks = [n for n in nodes if n.task is not None]
+        for i in range(40):  # a flood of claims on a task it may claim (rate-limited per author)
+            if tasks:
+                t = tasks[i % len(tasks)]
+                out.append(ForgedPublish(Claim(node=t.id, lease_ms=t.params.max_lease_ms - i)))
+        if nodes:
+            p = nodes[0].params
+            sybils = sorted({self._floods * 1000 + k for k in range(self.extra_keys)})
+            out.append(SybilPublish(Goal(title="a goal of Sybils", params=p), sybils[0]))
+            out.append(SybilPublish(PackedGoal(sybils), sybils[0]))
+            n = nodes[0]
+            if n.tally is not None and not n.leaf:
+                out.append(ForgedPublish(Vote(node=n.id, round=1, phase="precommit", value=LEAF)))
+        return out
+
+    def _answered(self, ticket: int, answer: Any, tree: Tree, now: int) -> list[Effect]:
+        node = self._pending.pop(ticket, None)
+        if node is not None and hasattr(answer, "id"):
+            self.held[node] = (answer.id, now, now)
+            self.stamps[answer.id] = answer.hlc.wall
+        return []
+
+
+@dataclass(frozen=True)
+class PackedGoal:
+    """Marker: the simulator builds a goal whose electorate is these extra keys."""
+
+    keys: list[int]
+
+    @property
+    def type(self) -> str:
+        return "goal"

@@ -10,7 +10,13 @@
 - exactly-once: without faults no task runs twice (under faults the count is reported);
 - budget: a goal spends at most its token budget plus one call per LLM agent in flight when it
   ran out (agent.core.budget);
-- liveness: after the faults end the goal is done within the time limit;
+- liveness: after the faults end the goal is done within the time limit; and no author's
+  claims hold a task (without yielding) for more than the goal's max_lease_ms in all;
+- membership: every event an honest agent filed is admitted by its author's credential (a
+  role that may author it, stamped within the credential, not revoked), every goal's
+  electorate is credentialed scorers, and nothing signed by an insider's extra keys is filed;
+- memory bounded: held (ahead-stamped) and waiting events stay within the intake's bounds,
+  per author (tighter for authors without a credential) and in all;
 - no behaviour raises (the simulator lets exceptions through; the sweep reports them).
 """
 
@@ -36,7 +42,7 @@ class Violation:
 
 
 INVARIANTS = ("convergence", "finality", "electorate", "stable_results", "exactly_once", "liveness", "budget",
-              "no_raise")
+              "lease_bound", "membership", "memory_bounded", "no_raise")
 
 
 @dataclass
@@ -51,6 +57,9 @@ class Checker:
     _versions: dict[int, int] = field(default_factory=dict)
     _plans: dict[int, Any] = field(default_factory=dict)  # agent -> the plan object last checked
     _steps: int = 0
+    _admitted: dict[tuple[int, int], int] = field(default_factory=dict)  # (agent, epoch) -> events checked
+    peak_held: int = 0
+    peak_waiting: int = 0
 
     def fail(self, invariant: str, detail: str) -> None:
         if len(self.violations) < 50:
@@ -69,6 +78,11 @@ class Checker:
         for a, before in changed:
             if not a.byzantine:
                 self._check_agent(a, before)
+                self._check_members(a)
+        if self._steps % 5 == 0:  # (bounds hold at every step; sampled, to keep the sweep fast)
+            for a in sim.agents:
+                if not a.byzantine:
+                    self._check_memory(a)
         if changed:
             self._check_settled()
         if self._steps % self.convergence_every == 0:
@@ -110,6 +124,8 @@ class Checker:
                         stray = {v.author for v in ne.votes} - electorate
                         if stray:
                             self.fail("electorate", f"{a.name} stored votes on {node[:12]} from non-electors")
+            if ne.claims:
+                self._check_lease_bound(a, plan, node)
             if ne.claims and a.synced:
                 # (a restarted agent's view is provisional until its first sync: a crash may have
                 # lost a received result, so a later one counts there until it is pulled again;
@@ -125,6 +141,84 @@ class Checker:
                     if settled is not None and settled != counted.id:
                         self.fail("stable_results", f"{a.name}: task {node[:12]} counted {settled[:12]} "
                                                     f"everywhere, now {counted.id[:12]}")
+
+    def _check_lease_bound(self, a, plan, node: str) -> None:
+        ref = plan.node_ref(node)
+        if ref is None:
+            return
+        cap = plan.params(ref).max_lease_ms
+        spans: dict[str, list[tuple[int, int]]] = {}
+        for c in plan.leases(node).claims:  # the time each claim held the task without yielding
+            spans.setdefault(c.author, []).append((c.start, min(c.end, c.yield_from)))
+        for author, ss in spans.items():
+            held, reach = 0, None
+            for start, end in sorted(ss):
+                if reach is not None and start < reach:
+                    start = reach
+                if end > start:
+                    held += end - start
+                    reach = end
+            if held > cap:
+                self.fail("lease_bound", f"{a.name}: {author[-6:]} holds task {node[:12]} for {held} ms in all, "
+                                         f"max {cap}")
+
+    def _check_members(self, a) -> None:
+        from agent.core.membership import ROLES_FOR
+
+        plan = a.intake.plan
+        m = plan.members
+        if not m.closed:
+            return
+        key = (a.idx, a.epoch)
+        events = list(plan.events.values())
+        start = self._admitted.get(key, 0)
+        if start > len(events):
+            start = 0  # (a refold reordered the plan's events)
+        for ev in events[start:]:
+            if ev.id in self.sim.sybil_ids:
+                self.fail("membership", f"{a.name} filed a {ev.type} of an insider's extra key")
+                continue
+            if ev.type == "revoke":
+                continue
+            stamp = (ev.hlc.wall, ev.hlc.logical)
+            if m.revoked_at(ev.author, stamp):
+                self.fail("membership", f"{a.name} filed a {ev.type} its author stamped after its revocation")
+            if ev.type == "hello":
+                c = ev.body.credential
+                if c is None or c.peer != ev.author:
+                    self.fail("membership", f"{a.name} filed a hello without its author's credential")
+                continue
+            if m.covering(ev.author, ROLES_FOR[ev.type], ev.hlc.wall) is None:
+                self.fail("membership", f"{a.name} filed a {ev.type} from {ev.author[-6:]}, whose credentials "
+                                        f"do not grant it")
+            if ev.type == "goal":
+                stray = [e for e in ev.body.params.electorate if m.covering(e, {"scorer"}, ev.hlc.wall) is None]
+                if stray:
+                    self.fail("electorate", f"{a.name} filed a goal naming {len(stray)} uncredentialed electors")
+        self._admitted[key] = len(events)
+
+    def _check_memory(self, a) -> None:
+        intake = a.intake
+        cfg = intake.config
+        held, held_one, waiting, waiting_one = intake.holding()
+        self.peak_held = max(self.peak_held, held)
+        self.peak_waiting = max(self.peak_waiting, waiting)
+        if held > cfg.held_max or held_one > cfg.held_per_author:
+            self.fail("memory_bounded", f"{a.name} holds {held} ahead-stamped events, {held_one} from one author")
+        if waiting_one > cfg.pending_per_author:
+            self.fail("memory_bounded", f"{a.name} keeps {waiting_one} waiting events of one author")
+        if not intake.plan.members.closed:
+            return
+        for who in [b.me for b in self._strangers()] + sorted(self.sim.sybil_authors):
+            if intake.held_from(who) > max(1, cfg.held_per_author // 8) or \
+                    intake.waiting_from(who) > cfg.pending_per_stranger:
+                self.fail("memory_bounded", f"{a.name} holds more of {who[-6:]} (no credential) than a stranger may")
+
+    def _strangers(self) -> list:
+        got = getattr(self, "_stranger_list", None)
+        if got is None:
+            got = self._stranger_list = [b for b in self.sim.agents if b.credential is None]
+        return got
 
     def _check_settled(self) -> None:
         honest = [a for a in self.sim.agents if not a.byzantine]

@@ -31,6 +31,7 @@ class Faults:
     byzantine: int = 0
     strangers: int = 0  # members outside the electorate that vote anyway (refused at intake)
     squatter: bool = False  # an executor that claims with the longest lease and never works
+    insider: bool = False  # a credentialed executor with extra keys that tries everything (byzantine.py)
 
     @classmethod
     def none(cls) -> "Faults":
@@ -40,7 +41,7 @@ class Faults:
     def all(cls) -> "Faults":
         return cls(loss=0.03, dup=0.03, slow=0.05, very_slow=0.01, partitions=2, crashes=2,
                    pauses=1, skew_ms=1_500, fast_clock_ms=30_000, llm_errors=0.05,
-                   llm_garbage=0.05, byzantine=1, strangers=1, squatter=True)
+                   llm_garbage=0.05, byzantine=1, strangers=1, insider=True)
 
     @classmethod
     def parse(cls, text: str) -> "Faults":
@@ -73,7 +74,8 @@ class Faults:
         if "llm" in kinds:
             f = replace(f, llm_errors=full.llm_errors, llm_garbage=full.llm_garbage)
         if "byzantine" in kinds:
-            f = replace(f, byzantine=full.byzantine, strangers=full.strangers, squatter=full.squatter)
+            f = replace(f, byzantine=full.byzantine, strangers=full.strangers, squatter=full.squatter,
+                        insider=full.insider)
         return f
 
 
@@ -114,6 +116,7 @@ class SimConfig:
     check_every: int = 1  # run the invariant checker every N steps (1: after every step)
     trace: bool = False  # keep the behaviours' log lines
     behaviour_seed: int | None = None  # every behaviour's seed (to compare with real processes)
+    membership: bool = True  # a swarm with an authority: every agent holds a credential for its role
     # scripted faults on top of the random ones: (at ms, action, args) with actions
     # partition [[names], [names]] | heal | crash name | restart name | pause name ms |
     # join role count (new members that announce themselves mid-plan)

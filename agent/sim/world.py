@@ -27,10 +27,12 @@ from agent.behaviour.effects import (
     Ask, Cancel, Count, Effect, LLMReply, Log, Metric, Observe, Publish, PublishFailed, SyncDone,
     SyncPeers, WakeAt,
 )
-from agent.core.events import Event, Goal, Hello, PlanParams, decode_event, sign_event
+from agent.core.events import Credential, Event, Goal, Hello, PlanParams, decode_event, sign_event
 from agent.core.hlc import Timestamp
 from agent.core.identity import Identity
 from agent.core.intake import Intake, IntakeConfig, Status
+from agent.core.membership import Membership, issue_credential
+from agent.core.plan import Plan
 from agent.core.reasons import Rejected
 from agent.core.tree import Tree, derive
 from agent.eventlog import MemoryLog
@@ -38,7 +40,10 @@ from agent.llm.base import LLMRequest, LLMUnavailable
 from agent.llm.scripted import scripted_answer
 
 from .checker import Checker
-from .byzantine import EquivocatingScorer, ForgedPublish, SquatterExecutor, StrangerVoter
+from .byzantine import (
+    EquivocatingScorer, ForgedPublish, InsiderExecutor, PackedGoal, SquatterExecutor, StrangerVoter,
+    SybilPublish,
+)
 from .config import START_MS, SimConfig
 
 
@@ -74,6 +79,7 @@ class SimAgent:
     # a restart's view is provisional until a sync answered: it may lack received events the
     # crash lost (a torn last line, events held in memory while the disk was full)
     synced: bool = True
+    credential: Credential | None = None  # its membership credential (None: a stranger)
     _tree: Tree | None = None
     _tree_version: int = -1
 
@@ -124,10 +130,15 @@ class Simulation:
         self.partition: dict[int, int] | None = None  # agent -> group while partitioned
         self.decoded: dict[bytes, Event] = {}
         self.retracted: set[str] = set()  # own events torn before they were published
+        self.sybil_ids: set[str] = set()  # events signed by an insider's extra keys
+        self.sybil_authors: set[str] = set()  # an insider's extra keys
         self.origin: dict[str, int] = {}  # event id -> publishing agent
         self.trace: list[tuple[int, str, str, dict]] = []
         self.goal_id: str | None = None
         self.checker: Any = None
+        self.authority = sim_identity(cfg.seed, "authority")
+        self.membership = Membership(self.authority.peer_id, "sim") if cfg.membership else None
+        self.intake_config = IntakeConfig(pending_ttl_ms=120_000)
         self._build()
 
     # ------------------------------------------------------------------ set-up
@@ -141,13 +152,14 @@ class Simulation:
             scorers = max(scorers, 3 * f.byzantine + 1)
         roles = (["submitter"] + ["decomposer"] * cfg.decomposers + ["scorer"] * scorers
                  + ["executor"] * cfg.executors + (["executor"] if f.squatter else [])
+                 + (["executor"] if f.insider else [])
                  + ["stranger"] * f.strangers + ["observer"])
         counts: dict[str, int] = {}
         for i, role in enumerate(roles):
             counts[role] = counts.get(role, 0) + 1
             name = f"{role}-{counts[role]}"
-            a = SimAgent(i, name, role, self._ident(name),
-                         intake=Intake(IntakeConfig(pending_ttl_ms=120_000)))
+            a = SimAgent(i, name, role, self._ident(name), intake=self._new_intake())
+            a.credential = self._credential(a)
             a.strategy = STRATEGIES[(counts[role] - 1) % len(STRATEGIES)]
             if f.skew_ms:
                 a.skew = self.rng.randint(-f.skew_ms, f.skew_ms)
@@ -155,8 +167,13 @@ class Simulation:
         byz = [a for a in self.agents if a.role == "scorer"][:f.byzantine]
         for a in byz:
             a.byzantine = True
+        executors = [a for a in self.agents if a.role == "executor"]
         if f.squatter:
-            [a for a in self.agents if a.role == "executor"][-1].byzantine = True
+            executors[-1 - int(f.insider)].byzantine = True
+            executors[-1 - int(f.insider)].name += "-squatter"
+        if f.insider:
+            executors[-1].byzantine = True
+            executors[-1].name += "-insider"
         if f.fast_clock_ms:
             honest = [a for a in self.agents if a.role in ("decomposer", "scorer", "executor") and not a.byzantine]
             fast = self.rng.choice(honest)
@@ -179,6 +196,16 @@ class Simulation:
                                  max_attempts=cfg.max_attempts if cfg.max_attempts > 1 else 0,
                                  token_budget=cfg.token_budget)
 
+    def _new_intake(self) -> Intake:
+        return Intake(self.intake_config, Plan(self.membership))
+
+    def _credential(self, a: SimAgent) -> Credential | None:
+        """What the swarm's authority issued to ``a`` (a stranger gets nothing)."""
+        if self.membership is None or a.role == "stranger":
+            return None
+        return issue_credential(self.authority, a.me, [a.role], "sim", START_MS - 3_600_000,
+                                START_MS + self.cfg.limit_ms + 86_400_000)
+
     def _behaviour(self, a: SimAgent) -> Behaviour | None:
         seed = self.rng.randrange(2**31)
         if self.cfg.behaviour_seed is not None:
@@ -190,6 +217,8 @@ class Simulation:
             cls = EquivocatingScorer if a.byzantine else Scorer
             return cls(a.me, t, seed)
         if a.role == "executor":
+            if a.name.endswith("-insider"):
+                return InsiderExecutor(a.me, t, seed, active_until=START_MS + self.cfg.fault_phase_ms)
             cls = SquatterExecutor if a.byzantine else Executor
             return cls(a.me, t, seed)
         if a.role == "stranger":
@@ -218,6 +247,8 @@ class Simulation:
     # ------------------------------------------------------------------ publishing
     def publish(self, a: SimAgent, body: Any) -> Event:
         now = self.local(a)
+        if isinstance(body, Hello) and a.credential is not None:
+            body = body.model_copy(update={"credential": a.credential})
         released: list[Event] = []
         ev = a.intake.sign(a.identity, body, now, released)
         self._stored(a, ev)
@@ -264,7 +295,7 @@ class Simulation:
         now = self.local(b)
         offer = b.intake.offer(ev, source, now)
         if ev in offer.accepted and source != "self":
-            b.meter.delivered(source == "sync", now - ev.hlc.wall, now)
+            b.meter.delivered(source.startswith("sync"), now - ev.hlc.wall, now)
         return self._took(b, offer)
 
     def _took(self, b: SimAgent, offer: Any) -> bool:
@@ -280,14 +311,33 @@ class Simulation:
         for a in self.agents:
             if a.role == "stranger":
                 self._forge(a, ForgedPublish(Hello(role="scorer", name=a.name)))
-            elif a.role not in ("submitter", "observer"):
+            elif a.role != "observer":
                 self.publish(a, Hello(role=a.role, name=a.name))
         self.now += 200
-        goal = self.publish(self.agents[0], Goal(title=self.cfg.goal, params=self.params))
-        self.goal_id = goal.id
+        sub = self.agents[0]
+        for b in self.agents[1:]:  # the submitter pulls everyone's hellos, as if it synced
+            for raw in b.log.records:
+                self.offer(sub, raw, "sync:" + b.me)
+        self._post_goal()
         for a in self.agents:
             self.at(self.now + self.rng.randint(0, self.cfg.sync_interval_ms), "antientropy", a.idx)
         self._plan_faults()
+
+    def _post_goal(self) -> None:
+        """The submitter publishes the goal once it holds every elector's hello (a real one
+        names only scorers whose hellos it holds: agent.goals); one stamped ahead by a fast
+        clock is held until due, and the goal waits for it."""
+        sub = self.agents[0]
+        now = self.local(sub)
+        for offer in sub.intake.due(now):
+            self._took(sub, offer)
+        m = sub.intake.plan.members
+        if m.closed and any(m.covering(e, {"scorer"}, now) is None for e in self.params.electorate):
+            nxt = sub.intake.next_due()
+            self.at(max(self.now + 1, nxt - sub.skew if nxt is not None else self.now + 1_000),
+                    "script", -1, ("goal", None))
+            return
+        self.goal_id = self.publish(sub, Goal(title=self.cfg.goal, params=self.params)).id
 
     def by_name(self, name: str) -> SimAgent:
         return next(a for a in self.agents if a.name == name)
@@ -374,12 +424,14 @@ class Simulation:
                         for raw in b.log.records:
                             ev = self._decode(raw)
                             if ev is not None and not a.intake.knows(ev.id):
-                                new += self.offer(a, raw, "sync")
+                                new += self.offer(a, raw, "sync:" + b.me)
             if not new:
                 break
 
     def _scripted(self, action: str, args: Any) -> None:
-        if action == "partition":
+        if action == "goal":
+            self._post_goal()
+        elif action == "partition":
             groups = {a.idx: 2 for a in self.agents}  # anyone unnamed sits alone in group 2
             for g, names in enumerate(args):
                 for name in names:
@@ -398,8 +450,8 @@ class Simulation:
             for _ in range(count):
                 n = sum(1 for a in self.agents if a.role == role) + 1
                 name = f"{role}-{n}"
-                a = SimAgent(len(self.agents), name, role, self._ident(name),
-                             intake=Intake(IntakeConfig(pending_ttl_ms=120_000)))
+                a = SimAgent(len(self.agents), name, role, self._ident(name), intake=self._new_intake())
+                a.credential = self._credential(a)
                 a.behaviour = self._behaviour(a)
                 self.agents.insert(len(self.agents) - 1, a)  # the observer stays last
                 for i, b in enumerate(self.agents):
@@ -470,14 +522,14 @@ class Simulation:
                 self.stats.lost += 1
                 return
             self.stats.deliveries += 1
-            self.offer(a, raw, self.agents[src].me)
+            self.offer(a, raw, self._sender(src))
         elif kind == "antientropy":
             self._antientropy(a)
         elif kind == "sync_done":
             epoch, ticket, raws, peers = payload
             if epoch != a.epoch:
                 return
-            new = sum(self.offer(a, raw, "sync") for raw in raws)
+            new = sum(self.offer(a, raw, "sync:" + self.agents[src].me) for raw, src in raws)
             a.synced = a.synced or peers > 0
             if ticket is not None and a.behaviour is not None:
                 self._answer(a, ticket, SyncDone(new, peers))
@@ -518,7 +570,7 @@ class Simulation:
                 ev = self._decode(raw)
                 if ev is not None and ev.id not in seen and not a.intake.knows(ev.id):
                     seen.add(ev.id)
-                    raws.append(raw)
+                    raws.append((raw, b.idx))
         self.at(self.now + self.rng.randint(5, 120), "sync_done", a.idx, (a.epoch, ticket, raws, len(peers)))
 
     # ------------------------------------------------------------------ crashes
@@ -546,7 +598,7 @@ class Simulation:
         a.synced = False
         a.paused_until = None
         a.buffered.clear()
-        a.intake = Intake(a.intake.config)
+        a.intake = Intake(a.intake.config, Plan(self.membership))
         a.cursors = {}
         events = [e for raw in a.log.records if (e := self._decode(raw)) is not None]
         a.intake.restore(events, self.local(a))
@@ -593,6 +645,8 @@ class Simulation:
         for eff in effects:
             if isinstance(eff, ForgedPublish):
                 self._forge(a, eff)
+            elif isinstance(eff, SybilPublish):
+                self._sybil(a, eff)
             elif isinstance(eff, Publish):
                 try:
                     ev = self.publish(a, eff.body)
@@ -639,6 +693,8 @@ class Simulation:
         hlc = a.intake.clock.send(now)
         if eff.backdate_ms:
             hlc = Timestamp(max(0, hlc.wall - eff.backdate_ms), 0)
+        if eff.wall:
+            hlc = Timestamp(eff.wall, 0)
         ev = sign_event(a.identity, hlc, eff.body)
         self.origin[ev.id] = a.idx
         self.stats.events_published += 1
@@ -647,6 +703,28 @@ class Simulation:
             for e in offer.accepted:  # ours first, then what it unblocked
                 self._stored(a, e)
         self.gossip(a, ev.raw)
+
+    def _sybil(self, a: SimAgent, eff: SybilPublish) -> None:
+        """One of an insider's extra keys (no credential) signs and sends ``eff.body``."""
+        key = sim_identity(self.cfg.seed, f"{a.name}/extra-{eff.key}")
+        body = eff.body
+        if isinstance(body, PackedGoal):
+            electorate = sorted({sim_identity(self.cfg.seed, f"{a.name}/extra-{k}").peer_id for k in body.keys})
+            body = Goal(title="a goal decided by its submitter's own keys",
+                        params=self.params.model_copy(update={"electorate": tuple(electorate),
+                                                              "quorum": len(electorate) // 2 + 1}))
+        if eff.stolen and isinstance(body, Hello) and a.credential is not None:
+            body = body.model_copy(update={"credential": a.credential})
+        now = self.local(a)
+        ev = sign_event(key, Timestamp(max(0, now + eff.ahead_ms), 0), body)
+        self.origin[ev.id] = a.idx
+        self.stats.events_published += 1
+        self.sybil_ids.add(ev.id)
+        self.sybil_authors.add(key.peer_id)
+        self.gossip(a, ev.raw)
+
+    def _sender(self, idx: int) -> str:
+        return self.agents[idx].me
 
     def _llm_ms(self, kind: str) -> int:
         lo, hi = self.cfg.llm_ms.get(kind, (1_000, 10_000))

@@ -50,7 +50,7 @@ from agent.supervise import supervise
 from agent.core.events import BRIEF_FIELDS, Brief, Goal, PlanParams, canonical
 from agent.driver import Driver
 from agent.render import markdown_plan
-from agent.runtime import Runtime
+from agent.runtime import NotMember, Runtime
 from agent.settings import Settings
 
 from .hub import Hub
@@ -379,7 +379,12 @@ class Web:
         except FormError as exc:
             self.rt.log.info("web: goal refused", field=exc.field, error=exc.message[:200])
             return self._error(exc)
-        ev = await self.rt.publish(body)
+        try:
+            ev = await self.rt.publish(body)
+        except NotMember as exc:
+            self.rt.log.warning("web: goal not published", error=str(exc)[:200])
+            return self._error(FormError(None, f"This page's agent may not submit goals ({exc}). "
+                                               "Nothing was published.", 403))
         self.submitted += 1
         p = body.params
         self.rt.log.info("web: goal submitted", event_id=ev.id, electorate=len(p.electorate), quorum=p.quorum,

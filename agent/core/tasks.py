@@ -1,0 +1,62 @@
+"""When a node became a task, in stamps: a claim must be stamped after it (pure).
+
+A node is a task once every decision on its path chose it (and, for a leaf by vote, its own
+LEAF decision), and, for a synthesis, once each child has a valid result. A claim stamped
+before that is a pre-claim: made before anyone could know the task, it must never win a race
+against claims made after. So a claim is filed only once the fold holds the evidence that it
+came after: for each of those decisions, the votes stamped before the claim already decide it
+(a quorum of precommits in one round); for each child, a valid result stamped before it.
+
+Until then it waits under the key of the first missing piece ("task:<node>" for a decision,
+"done:<child>" for a child): more votes and results can only add evidence (a late precommit
+stamped earlier), never take it away, so the outcome for a set of events does not depend on
+the order they came in. A claim still waiting when its wait ends is refused as ``backdated``
+(or ``not_claimable`` if its node never became a task at all), never filed with its early
+stamp. An honest executor claims only a task it sees, so its claim is stamped after every
+precommit and result it saw: it never waits here for longer than gossip takes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .consensus import LEAF
+
+if TYPE_CHECKING:
+    from .events import Event
+    from .plan import Plan
+
+__all__ = ["claim_wait", "decided_before"]
+
+
+def decided_before(plan: "Plan", node: str, stamp: tuple[int, int]) -> bool:
+    """The votes stamped before ``stamp`` already decide ``node`` as all of them do (a quorum
+    of precommits in one round, by the fold's own rule)."""
+    from . import plan as fold_rules  # the fold's tally, whatever it is (tests plant bugs in it)
+
+    t = plan.tally(node)
+    if t.decided is None:
+        return False
+    ne = plan.by_node.get(node)
+    early = [v for v in (ne.votes if ne else ()) if (v.hlc.wall, v.hlc.logical) < stamp]
+    return fold_rules.tally(early, t.quorum).decided == t.decided
+
+
+def claim_wait(plan: "Plan", ev: "Event") -> str | None:
+    """None if claim ``ev`` (on a node that is a task) is provably stamped after the node
+    became one; else the pending key of the evidence still missing."""
+    node = ev.body.node
+    stamp = (ev.hlc.wall, ev.hlc.logical)
+    ref = plan.node_ref(node)
+    while ref is not None and ref.proposal is not None:  # each decision on the path down
+        parent = plan.proposals[ref.proposal].body.node
+        if not decided_before(plan, parent, stamp):
+            return "task:" + parent
+        ref = plan.node_ref(parent)
+    if plan.decided(node) == LEAF and not decided_before(plan, node, stamp):
+        return "task:" + node  # a leaf by vote (a leaf by depth needs only its path)
+    for child in plan.children(node):  # a synthesis: each child done before
+        results = plan.leases(child).results
+        if not any((r.hlc.wall, r.hlc.logical) < stamp for r in results):
+            return "done:" + child
+    return None
