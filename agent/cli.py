@@ -238,6 +238,8 @@ def submit(
     wait: bool = typer.Option(False, "--wait", help="stay until the plan is done, with its progress "
                               "(counts, elapsed, an estimate) on stderr; then print the plan as Markdown"),
     wait_timeout: float = typer.Option(1800.0, min=1, help="with --wait: seconds until giving up"),
+    token_budget: Optional[int] = typer.Option(None, min=0, max=1_000_000_000, help="the goal's token "
+                                               "budget (default SWARM_TOKEN_BUDGET; 0: none)"),
 ) -> None:
     """Join the swarm, publish a goal, wait until a peer has stored it, print its id."""
     import trio
@@ -249,7 +251,7 @@ def submit(
         goal, description = check_goal_text(goal, description)
     except GoalTextError as exc:
         _fail(str(exc), 2)
-    s = _settings()
+    s = _settings() if token_budget is None else _settings(token_budget=token_budget)
     plan_md: list[str] = []
 
     async def follow(rt, goal_id: str) -> None:
@@ -595,9 +597,11 @@ def demo(
     shared_llm: bool = typer.Option(True, "--shared-llm/--per-agent-llm", help="the embedded model "
                                     "runs once, in one llama.cpp server all agents share (or one copy per agent)"),
     mdns: bool = typer.Option(False, "--mdns", help="let the processes find each other by mDNS"),
-    max_depth: int = typer.Option(2, min=0, max=4),
-    max_children: int = typer.Option(4, min=2, max=8),
+    max_depth: int = typer.Option(1, min=0, max=4, help="levels of subgoals below the goal"),
+    max_children: int = typer.Option(6, min=2, max=8),
     max_rounds: int = typer.Option(2, min=1, max=6),
+    token_budget: int = typer.Option(0, min=0, help="the goal's token budget (0: none); once spent, "
+                                     "no new LLM work starts and the plan says it was cut"),
     timeout: float = typer.Option(1800.0, help="seconds before giving up"),
     out_dir: Optional[Path] = typer.Option(None, help="where logs and the event log go"),
     scripted_latency: float = typer.Option(0.2, help="with --llm scripted: seconds per answer"),
@@ -629,7 +633,7 @@ def demo(
     cfg = DemoConfig(goal=goal, decomposers=decomposers, scorers=scorers, executors=executors,
                      observers=observers, llm=llm.value, mdns=mdns, max_depth=max_depth,
                      max_children=max_children, max_rounds=max_rounds, timeout=timeout,
-                     out_dir=out_dir, scripted_latency=scripted_latency, keep=keep, web=web, authority=authority,
+                     token_budget=token_budget, out_dir=out_dir, scripted_latency=scripted_latency, keep=keep, web=web, authority=authority,
                      model=model, out_markdown=out, out_json=json_out, shared_llm=shared_llm)
     raise typer.Exit(run_demo(cfg))
 
@@ -639,8 +643,10 @@ def eval_cmd(
     model: str = typer.Option("smollm2-135m", "--model", help="embedded model name or GGUF path"),
     llm: str = typer.Option("llamacpp", help="llamacpp|ollama|openai|scripted (scripted: a test double)"),
     goals: str = typer.Option("", help="comma-separated goal ids (default: all)"),
+    goal: list[str] = typer.Option([], "--goal", help='a goal of your own, "TITLE" or "TITLE :: '
+                                   'DESCRIPTION" (repeat for several; coverage is not measured for it)'),
     limit: Optional[int] = typer.Option(None, min=1, help="only the first N goals"),
-    max_depth: int = typer.Option(2, min=1, max=4),
+    max_depth: int = typer.Option(1, min=1, max=4, help="levels of subgoals (the demo's default)"),
     max_children: int = typer.Option(6, min=2, max=8),
     planners: str = typer.Option("single,swarm", help="which planners to run: single, swarm or both"),
     single_max_tokens: int = typer.Option(1200, min=100, max=4000, help="the direct call's answer budget"),
@@ -676,7 +682,7 @@ def eval_cmd(
 
         data = report.load(rescore)
         for g in data["goals"]:
-            eg = goal_by_id(g["id"])
+            eg = goal_by_id(g["id"], g)
             for planner, run in g["runs"].items():
                 if run.get("error"):
                     continue
@@ -692,7 +698,13 @@ def eval_cmd(
         err.print("[red]error:[/red] --planners takes single, swarm or single,swarm")
         raise typer.Exit(2)
     s = _settings(log_level="warning", llm=llm, llamacpp_model=model, llamacpp_threads=threads)
-    cfg = EvalConfig(goals=[g.strip() for g in goals.split(",") if g.strip()], limit=limit,
+    from agent.eval.runner import custom_goal
+
+    try:
+        custom = [custom_goal(text, i + 1) for i, text in enumerate(goal)]
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    cfg = EvalConfig(goals=[g.strip() for g in goals.split(",") if g.strip()], custom=custom, limit=limit,
                      max_depth=max_depth, max_children=max_children, single="single" in chosen,
                      swarm="swarm" in chosen, single_max_tokens=single_max_tokens)
     done = report.load(out) if resume and out.exists() else None
@@ -726,6 +738,64 @@ def eval_cmd(
         console.print(f"blind pairs in {blind_dir} (the key is in {blind_dir}-key.json)", highlight=False)
     console.print(report.table(data))
     console.print(f"results written to {out}", highlight=False)
+
+
+@app.command("worfbench")
+def worfbench_cmd(
+    model: str = typer.Option("qwen2.5-1.5b", help="embedded model name or GGUF path"),
+    limit: int = typer.Option(40, min=1, max=200, help="the first N WikiHow dev tasks"),
+    planners: str = typer.Option("single,swarm", help="single, swarm or both"),
+    out: Path = typer.Option(Path("out/worfbench.jsonl"), help="results, one JSON line per planner and "
+                             "task (run again to resume)"),
+    max_depth: int = typer.Option(1, min=1, max=4),
+    max_children: int = typer.Option(6, min=2, max=8),
+    threads: int = typer.Option(2, min=1, max=64, help="llama.cpp threads"),
+    data_dir: Optional[Path] = typer.Option(None, "--data", help="the WorFBench directory (default: "
+                                            "$SWARM_WORFBENCH_DIR, else ../shared/eval/worfbench)"),
+) -> None:
+    """WorFBench WikiHow (docs/worfbench.md): each planner gets only a task's title; node F1 of
+    its steps against the gold workflow, the swarm's ordered leaves (and leaves with their
+    results' sentences) beside one direct call of the same model, served by one shared server."""
+    import trio
+
+    from agent.eval.runner import EvalConfig
+    from agent.llm.base import LLMError
+
+    chosen = [p.strip() for p in planners.split(",") if p.strip()]
+    if not chosen or set(chosen) - {"single", "swarm"}:
+        _fail("--planners takes single, swarm or single,swarm", 2)
+    try:
+        from agent.eval import embedding, worfbench
+        from agent.eval.worfbench_planners import Planners
+        from agent.eval.worfbench_run import format_summary, run_worfbench
+    except ImportError as exc:
+        _fail(f"the eval extra is not installed ({exc}): make eval-deps", 2)
+    try:
+        tasks = worfbench.load_tasks(data_dir, limit=limit)
+    except (OSError, ValueError) as exc:
+        _fail(f"cannot read the WorFBench tasks: {exc}", 2)
+    from agent.llm import server as llm_server
+    from agent.llm.openai_backend import OpenAILLM
+
+    s = _settings(log_level="warning")
+    try:
+        emb = embedding.load(s.model_dir)
+        srv = llm_server.LocalLLMServer(model, parallel=2, threads=threads, model_dir=s.model_dir).start()
+    except (LLMError, ValueError, OSError) as exc:
+        _fail(str(exc), 2)
+    try:
+        async def make_llm():
+            return OpenAILLM(srv.base_url, srv.model, api_key=srv.api_key, timeout=900.0)
+
+        cfg = EvalConfig(max_depth=max_depth, max_children=max_children)
+        p = Planners(make_llm, cfg)
+        fns = {"single": p.single, "swarm": p.swarm}
+        out.parent.mkdir(parents=True, exist_ok=True)
+        summary = run_worfbench({name: fns[name] for name in chosen}, tasks, emb, limit=limit, out=out,
+                                say=lambda m: err.print(m, highlight=False, markup=False))
+        print(format_summary(summary))
+    finally:
+        srv.stop()
 
 
 @app.command("serve-llm")

@@ -35,9 +35,12 @@ class DemoConfig:
     observers: int = 1
     llm: str = "auto"
     mdns: bool = False
-    max_depth: int = 2
-    max_children: int = 4
+    # one level of subgoals, up to six: on a small model the plan's quality per token is best
+    # there (docs/quality.md); --max-depth 2 splits each subgoal again
+    max_depth: int = 1
+    max_children: int = 6
     max_rounds: int = 2
+    token_budget: int = 0  # the goal's token budget (0: none)
     timeout: float = 1800.0
     out_dir: Path | None = None
     scripted_latency: float = 0.2
@@ -221,7 +224,7 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, console: Co
         swarm="demo", data_dir=root / "demo-client", listen_host="127.0.0.1", listen_port=0,
         peers=[] if cfg.mdns else [c.addr for c in children], mdns=cfg.mdns, scorers=cfg.scorers,
         max_depth=cfg.max_depth, max_children=cfg.max_children, max_rounds=cfg.max_rounds,
-        log_level="warning", key=cfg.swarm_key, key_file=None, authority=cfg.authority_id,
+        token_budget=cfg.token_budget, log_level="warning", key=cfg.swarm_key, key_file=None, authority=cfg.authority_id,
         credential_file=None, credentials_dir=None, identity_file=None,
     )
     issue_credential_file(cfg, root / "demo-client", ["submitter", "observer"])

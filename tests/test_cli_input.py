@@ -101,7 +101,7 @@ def test_demo_choices_are_refused_before_anything_starts(tmp_path):
     out = tmp_path / "demo"
     r = agent("demo", "--llm", "foo", "--out-dir", str(out), cwd=tmp_path)
     assert r.returncode == 2
-    assert "'foo' is not one of 'auto', 'ollama', 'llamacpp', 'scripted'" in " ".join(
+    assert "'foo' is not one of 'auto', 'ollama', 'llamacpp', 'openai', 'scripted'" in " ".join(
         r.stderr.replace("│", " ").split())
     assert not out.exists() and not (tmp_path / "out").exists()  # no agent, no directory
     r = agent("demo", "--model", "gpt-9", "--out-dir", str(out), cwd=tmp_path)

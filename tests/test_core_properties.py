@@ -329,7 +329,12 @@ def test_with_membership_any_permutation_with_duplicates_folds_to_the_same_plan(
     other = fold(shuffled, membership())
     assert digests(other) == digests(base)
     assert set(other.events) == set(base.events)
-    assert {e.id for e, _ in other.pending_events()} == {e.id for e, _ in base.pending_events()}
+    # (what still waits may differ by order: an event waits for its first missing dependency,
+    # its author's credential or what it refers to, and one that can never be filed, e.g. under
+    # a goal whose author was revoked, waits for one or the other; the intake's wait deadline
+    # refuses it either way. What waits is never filed in the other order:)
+    assert not ({e.id for e, _ in other.pending_events()} & set(base.events))
+    assert not ({e.id for e, _ in base.pending_events()} & set(other.events))
     assert all(_admitted(base, e) for e in base.events.values())  # and only members' events
 
 

@@ -54,10 +54,10 @@ def test_all_faults_are_injected_and_reported():
     assert sim.checker.ok, sim.checker.violations
 
 
-@pytest.mark.timeout(1500)  # about 6 minutes on 2 idle cores (a plan is about 190 events now)
+@pytest.mark.timeout(1500)  # about 6 minutes on 2 idle cores (a plan is about 1,000 events now)
 def test_seed_sweep_with_every_fault_breaks_no_invariant():
-    """The make-test sweep (make sweep runs thousands): every fault at once, 300 seeds."""
-    results = sweep(range(300), SimConfig(faults=Faults.all()), processes=2)
+    """The make-test sweep (make sweep runs thousands): every fault at once, 200 seeds."""
+    results = sweep(range(200), SimConfig(faults=Faults.all()), processes=2)
     s = summarize(results, 1.0)
     assert not s.failed, [(r.seed, r.violations[:2], r.error) for r in s.failed[:5]]
 
@@ -283,7 +283,8 @@ def test_paused_executor_past_its_lease_does_not_change_the_counted_result():
 
 def test_fast_clock_does_not_slow_the_honest_swarm():
     """One scorer 30 s ahead: its votes are held until due at everyone, and the honest pace
-    (first prevote after the first proposal) is what it is without it."""
+    (first prevote on a split after the first proposal; the brief is voted before any proposal)
+    is what it is without it."""
     def pace(skew):
         sim = Simulation(SimConfig(seed=8))
         sim.by_name("scorer-3").skew = skew
@@ -291,7 +292,8 @@ def test_fast_clock_does_not_slow_the_honest_swarm():
         obs = sim.agents[-1].intake.plan
         first_prop = min(e.hlc.wall for e in obs.events.values() if e.type == "proposal")
         honest = {sim.by_name(n).me for n in ("scorer-1", "scorer-2")}
-        first_vote = min(e.hlc.wall for e in obs.events.values() if e.type == "vote" and e.author in honest)
+        first_vote = min(e.hlc.wall for e in obs.events.values()
+                         if e.type == "vote" and e.author in honest and "#" not in e.body.node)
         return first_vote - first_prop, sim
 
     base, _ = pace(0)

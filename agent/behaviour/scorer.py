@@ -202,11 +202,16 @@ class Scorer(Behaviour):
                 # every elector prevoted and no value has a quorum: no polka can form any more
                 # (a NIL precommit never locks, so it is safe whenever it is cast)
                 everyone = len(rt.prevoters) >= len(n.params.electorate)
-                if everyone or now >= at + self.timing.prevote_timeout_ms:
+                # the wait grows with every round past the regular ones (Tendermint's timeouts
+                # do the same): an elector whose votes always come late (a clock far ahead: its
+                # events are held; a slow link) is heard in the end, where a fixed wait gave
+                # up on it every round and a quorum that needed it never formed
+                wait = self.timing.prevote_timeout_ms << min(6, max(0, r - n.params.max_rounds))
+                if everyone or now >= at + wait:
                     return [Publish(Vote(node=b.slot, round=r, phase="precommit", value=NIL)),
                             log("info", "precommit", node=n.id, slot=b.slot, round=r, value=NIL,
                                 why="prevotes split")]
-                wake.append(at + self.timing.prevote_timeout_ms)
+                wake.append(at + wait)
         return []
 
     def _prevote_choice(self, b: _Ballot, o: _Obs, r: int, now: int, wake: list[int]) -> str | None:

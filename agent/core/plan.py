@@ -185,9 +185,13 @@ class Plan:
 
     # ------------------------------------------------------------------ dependencies
     def node_ref(self, node: str) -> NodeRef | None:
+        """The node a node id, a task key (``<node>#<k>``) or a slot (``<node>#v<k>``, ``#b``)
+        belongs to."""
         ref = self._refs.get(node)
         if ref is not None:
             return ref
+        if "#" in node:
+            return self.node_ref(base_node(node))
         if "/" not in node:
             ref = NodeRef(node, node, 0, None, 0, node) if node in self.goals else None
         else:

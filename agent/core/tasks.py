@@ -7,8 +7,9 @@ against claims made after. So a claim is filed only once the fold holds the evid
 came after: for each of those decisions, the votes stamped before the claim already decide it
 (a quorum of precommits in one round); for each child, a valid result stamped before it.
 
-Until then it waits under the key of the first missing piece ("task:<node>" for a decision,
-"done:<child>" for a child): more votes and results can only add evidence (a late precommit
+A later attempt (task key ``<node>#<k>``) also needs the review decision that sent the
+attempt before back, stamped before it. Until then it waits under the key of the first missing
+piece ("task:<slot>" for a decision, "done:<child>" for a child): more votes and results can only add evidence (a late precommit
 stamped earlier), never take it away, so the outcome for a set of events does not depend on
 the order they came in. A claim still waiting when its wait ends is refused as ``backdated``
 (or ``not_claimable`` if its node never became a task at all), never filed with its early
@@ -21,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .consensus import LEAF
+from .slots import parse_task, review_slot, task_key
 
 if TYPE_CHECKING:
     from .events import Event
@@ -45,8 +47,10 @@ def decided_before(plan: "Plan", node: str, stamp: tuple[int, int]) -> bool:
 def claim_wait(plan: "Plan", ev: "Event") -> str | None:
     """None if claim ``ev`` (on a node that is a task) is provably stamped after the node
     became one; else the pending key of the evidence still missing."""
-    node = ev.body.node
+    node, attempt = parse_task(ev.body.node)  # a later attempt's key is <node>#<k>
     stamp = (ev.hlc.wall, ev.hlc.logical)
+    if attempt > 1 and not decided_before(plan, review_slot(node, attempt - 1), stamp):
+        return "task:" + review_slot(node, attempt - 1)  # the attempt before was sent back
     ref = plan.node_ref(node)
     while ref is not None and ref.proposal is not None:  # each decision on the path down
         parent = plan.proposals[ref.proposal].body.node
@@ -56,7 +60,8 @@ def claim_wait(plan: "Plan", ev: "Event") -> str | None:
     if plan.decided(node) == LEAF and not decided_before(plan, node, stamp):
         return "task:" + node  # a leaf by vote (a leaf by depth needs only its path)
     for child in plan.children(node):  # a synthesis: each child done before
-        results = plan.leases(child).results
+        k = plan.attempt(child)
+        results = [r for j in range(1, k + 1) for r in plan.leases(task_key(child, j)).results]
         if not any((r.hlc.wall, r.hlc.logical) < stamp for r in results):
             return "done:" + child
     return None

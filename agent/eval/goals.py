@@ -117,7 +117,10 @@ GOALS: tuple[EvalGoal, ...] = (
 )
 
 
-def goal_by_id(goal_id: str) -> EvalGoal:
+def goal_by_id(goal_id: str, entry: dict | None = None) -> EvalGoal:
+    """One of GOALS; a goal given on the command line comes back from its results ``entry``."""
+    if entry is not None and entry.get("domain") == "custom":
+        return EvalGoal(goal_id, "custom", entry["title"], entry.get("description", ""), {})
     for g in GOALS:
         if g.id == goal_id:
             return g

@@ -101,7 +101,8 @@ def plan_metrics(doc: PlanDoc, *, description: str = "",
     diary = [s.title for s in steps if fx.diary_phrase(s.text)]
     chores = [s.title for s in steps if CHORE.match(s.title.strip())]
     concreteness = (sum(fx.concrete_marks(t) for _, t in units) / words * 100) if words else 0.0
-    coverage, missed = aspect_coverage([all_text], aspects or {})
+    # a goal of the user's own has no aspects: its coverage is not measured (None), not 1.0
+    coverage, missed = aspect_coverage([all_text], aspects) if aspects else (None, [])
     sections = doc.sections or []
     synthesis_coverage = None
     copies = False
@@ -140,7 +141,7 @@ def quality(m: Mapping[str, Any]) -> float:
     failure, so any one of them pulls it down (docs/quality.md has the reasoning)."""
     if not m["steps"]:
         return 0.0
-    q = 0.4 + 0.6 * float(m["coverage"])
+    q = 0.4 + 0.6 * float(m["coverage"]) if m["coverage"] is not None else 1.0
     q *= 1 - min(0.6, 0.15 * m["off_goal_facts"])
     q *= 1 - min(0.4, 0.1 * m["calendar_conflicts"])
     q *= 1 - float(m["diary_steps"])
@@ -158,6 +159,12 @@ def aggregate(per_goal: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """Mean of each numeric metric over goals."""
     if not per_goal:
         return {}
-    keys = [k for k, v in per_goal[0].items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    out = {k: round(sum(float(g.get(k) or 0) for g in per_goal) / len(per_goal), 4) for k in keys}
+    def numeric(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    keys = sorted({k for g in per_goal for k, v in g.items() if numeric(v)})
+    out = {}
+    for k in keys:  # a metric not measured for a goal (None: no aspects, no synthesis) is left out
+        vals = [float(g[k]) for g in per_goal if numeric(g.get(k))]
+        out[k] = round(sum(vals) / len(vals), 4)
     return out

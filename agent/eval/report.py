@@ -69,7 +69,8 @@ def table(data: Mapping[str, Any]) -> Table:
 def blind_pairs(data: Mapping[str, Any], out_dir: Path, seed: int = 1) -> dict[str, dict[str, str]]:
     """For every goal with both plans: ``<goal>-A.md`` and ``<goal>-B.md``, the two plans in
     the same shape with nothing saying which planner wrote which (the order is drawn per goal
-    from ``seed``), and ``key.json`` (kept apart from the readers) with the answer."""
+    from ``seed``), and ``<out_dir>-key.json`` beside the directory (kept apart from the readers)
+    with the answer."""
     out_dir.mkdir(parents=True, exist_ok=True)
     key: dict[str, dict[str, str]] = {}
     for g in data["goals"]:
