@@ -8,10 +8,11 @@ PYTEST_ARGS ?=
 # the embedded model of `make demo` (docs/quality.md says why); smollm2-135m | qwen2.5-0.5b | qwen2.5-1.5b
 MODEL ?= qwen2.5-1.5b
 EVAL_MODEL ?= smollm2-135m
+WORF_MODEL ?= qwen2.5-1.5b
 EVAL_ARGS ?=
 DEMO_ARGS ?=
 
-.PHONY: install system-deps test test-fast demo bench simulate sweep clean models eval
+.PHONY: install system-deps test test-fast demo bench simulate sweep clean models eval worfbench
 .DEFAULT_GOAL := help
 
 help:
@@ -22,6 +23,7 @@ help:
 	@echo "make bench     benchmarks: swarm vs central orchestrator, votes, claims, core, Ollama, late join (BENCH_ARGS=...)"
 	@echo "make sweep     simulator sweep: SEEDS=0..9999 FAULTS=all (prints failing seeds, seeds/s)"
 	@echo "make eval      plan-quality benchmark (EVAL_MODEL=qwen2.5-1.5b EVAL_ARGS='--limit 3')"
+	@echo "make worfbench WorFBench WikiHow node F1, single call vs swarm (WORF_ARGS='--limit 10')"
 	@echo "make models    install the demo's embedded model (MODEL=...), checked by sha256"
 
 install: $(VENV)/.installed
@@ -60,7 +62,13 @@ models: install
 
 eval: install
 	@if [ "$(EVAL_MODEL)" != smollm2-135m ]; then $(PY) -m agent models install $(EVAL_MODEL) >/dev/null; fi
-	$(PY) -m agent eval --model $(EVAL_MODEL) --out out/eval-$(EVAL_MODEL).json --markdown-dir out/eval-$(EVAL_MODEL) $(EVAL_ARGS)
+	$(PY) -m agent eval --model $(EVAL_MODEL) --out out/eval-$(EVAL_MODEL).json --markdown-dir out/eval-$(EVAL_MODEL) \
+	  --blind-dir out/blind-$(EVAL_MODEL) $(EVAL_ARGS)
+
+# WorFBench WikiHow (docs/worfbench.md): single call vs swarm, node F1; WORF_ARGS='--limit 10'
+worfbench: eval-deps
+	@$(PY) -m agent models install $(WORF_MODEL) >/dev/null
+	$(PY) -m agent worfbench --model $(WORF_MODEL) --out out/worfbench-$(WORF_MODEL).jsonl $(WORF_ARGS)
 
 simulate: install
 	$(PY) -m agent simulate --seed 1 --faults all --out out/sim.jsonl && $(PY) -m agent replay out/sim.jsonl

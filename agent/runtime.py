@@ -315,6 +315,13 @@ class Runtime:
             return "no credential"
         if c.peer != self.me:
             return f"the credential is for {c.peer}, this agent is {self.me}"
+        from agent.core.membership import credential_problem
+
+        # its signature, authority and swarm (a credential for another swarm is refused at
+        # every peer's intake, our own included: not acting beats a hello we cannot publish)
+        why = credential_problem(c, self.membership)
+        if why is not None:
+            return f"the credential is not valid here: {why}"
         now = self.now_ms()
         if now >= c.expires:
             return f"the credential expired {(now - c.expires) // 1000} s ago"

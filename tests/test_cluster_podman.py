@@ -261,6 +261,8 @@ AGENT_OVERRIDE = """\
       SWARM_MAX_DEPTH: "1"
       SWARM_MAX_CHILDREN: "3"
       SWARM_MAX_ROUNDS: "1"
+      SWARM_BRIEF: "false"
+      SWARM_MAX_ATTEMPTS: "1"
 """
 
 
@@ -289,7 +291,7 @@ class Cluster:
                      f"COMPOSE={PODMAN_COMPOSE} -p {PROJECT}",
                      f"COMPOSE_FILES=-f {ROOT / 'docker-compose.yml'} -f {ROOT / 'compose.llm.yml'} -f {self.override}",
                      "LLM=embedded", f"LLM_MODEL={LLM_MODEL}",
-                     f"ENV_FILE={env_file}", "PODMAN_LOCAL=", f"SWARM_IMAGE={IMAGE}"]
+                     f"ENV_FILE={env_file}", "PODMAN_LOCAL=", f"SWARM_IMAGE={IMAGE}", f"SWARM_NAME={PROJECT}"]
         self.log: list[str] = []
         self.t0 = time.monotonic()
 
