@@ -82,7 +82,7 @@ async def test_metrics_scraped_by_prometheus_and_every_dashboard_query_has_data(
     if shutil.which("prometheus") is None:
         pytest.skip("Debian's prometheus package is not installed (.ci/run installs it)")
     with LocalSwarm(tmp_path, decomposers=2, scorers=3, executors=3, observers=1,
-                    max_depth=1, max_children=4, metrics=True) as sw:
+                    max_depth=1, max_children=4, metrics=True, authority=False) as sw:
         prom, prom_port = start_prometheus(tmp_path, sw.children)
         try:
             rt = sw.driver()
@@ -96,9 +96,11 @@ async def test_metrics_scraped_by_prometheus_and_every_dashboard_query_has_data(
                     while not rt.tree().is_done(goal_id):
                         await trio.sleep(0.5)
                 # A one-task goal, and two claimants racing for it at the same instant: a sure
-                # collision (the executors then take the task over when that lease lapses).
+                # collision (the executors then take the task over when that lease lapses). The
+                # swarm is open (no authority: the racers' fresh keys may claim) and the goal has
+                # no brief (its root is a task at once).
                 electorate = [c.peer_id for c in sw.children if c.role == "scorer"]
-                params = plan_params(rt.settings, electorate).model_copy(update={"max_depth": 0})
+                params = plan_params(rt.settings, electorate).model_copy(update={"max_depth": 0, "brief": False})
                 g2 = await rt.publish(Goal(title="Book the airport train", params=params))
                 ts = Timestamp(rt.now_ms(), 0)
                 for who in (ident("racer-a"), ident("racer-b")):
