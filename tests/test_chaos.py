@@ -72,15 +72,15 @@ async def test_kill_decomposer_mid_plan(tmp_path):
 
 
 async def test_kill_scorer_while_quorum_reachable(tmp_path):
-    """SIGKILL one of 3 scorers (quorum 2) while it scores the goal's splits: the other two
+    """SIGKILL one of 3 scorers (quorum 2) while it ranks the goal's splits: the other two
     decide every node."""
     with swarm(tmp_path, agent_env={"scorer-3": {"SWARM_SCRIPTED_LATENCY": "2"}}) as sw:
         async with trio.open_nursery() as nursery:
             run = ChaosRun(sw, nursery, "SIGKILL scorer (quorum reachable)")
             goal = await run.start(GOAL)
-            await run.until_log("scorer-3", lambda r: [c for c in in_flight(r, "score")
+            await run.until_log("scorer-3", lambda r: [c for c in in_flight(r, "rank")
                                                        if c.get("node_id") == goal],
-                                180, "a score of the goal's splits in flight")
+                                180, "a ranking of the goal's splits in flight")
             assert run.tree().node(goal).decided is None
             run.kill("scorer-3")
             run.rec.fault_end = time.monotonic()
@@ -192,7 +192,7 @@ async def test_clock_skew_on_one_agent(tmp_path):
             run.rec.fault_end = time.monotonic()  # the fault lasts the whole run
             await run.start(GOAL, ready=[c.name for c in sw.children if c.name != "executor-2"])
             await run.finish()
-            held = [r for r in run.records("executor-1") if r.get("event") == "event held: stamped ahead of our clock"]
+            held = [r for r in run.records("executor-1") if r.get("event") in ("event held: stamped ahead of our clock", "events held: stamped ahead of our clock")]
             assert held, "the skewed agent's events were held by the others"
             nursery.cancel_scope.cancel()
 
