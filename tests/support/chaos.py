@@ -538,12 +538,16 @@ class SmallDisk:
 
     def __enter__(self) -> "SmallDisk":
         key = (self.dir / "key.ed25519").read_bytes()  # made by plan_children: keep the peer id
+        cred_path = self.dir / "credential.json"  # ... and the membership credential issued for it
+        cred = cred_path.read_bytes() if cred_path.exists() else None
         self.holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private",
                                         "sleep", "infinity"], start_new_session=True)
         try:
             self._until_unshared()
             self._in("mount", "-t", "tmpfs", "-o", f"size={self.size},mode=0700", "tmpfs", str(self.dir))
             self._in("sh", "-c", f"cat > '{self.dir}/key.ed25519'", input=key)
+            if cred is not None:
+                self._in("sh", "-c", f"cat > '{self.dir}/credential.json'", input=cred)
         except BaseException:
             self.__exit__()
             raise
