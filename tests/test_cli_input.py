@@ -111,7 +111,8 @@ def test_demo_choices_are_refused_before_anything_starts(tmp_path):
     assert not out.exists()
     h = agent("demo", "--help", env={"COLUMNS": "80"})
     text = " ".join(h.stdout.replace("│", " ").split())
-    for choice in ("auto (Ollama", "ollama,", "llamacpp (the embedded", "scripted (a test double"):
+    for choice in ("auto (an", "ollama,", "llamacpp (the embedded", "openai (an OpenAI",
+                   "scripted (a test double"):
         assert choice in text, h.stdout
 
 
