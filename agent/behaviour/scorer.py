@@ -97,6 +97,8 @@ class Scorer(Behaviour):
         return (n.depth == 0 and n.params.brief and not n.brief_settled
                 and self.me in n.params.electorate)
 
+    reads_results = True  # a rapporteur reads the result with its LLM (the page's agent has none)
+
     def reviewable(self, n: NodeView) -> bool:
         return (n.state is NodeState.REVIEW and n.candidate is not None and n.review_tally is not None
                 and n.review_tally.decided is None and self.me in n.params.electorate)
@@ -349,7 +351,7 @@ class Scorer(Behaviour):
             o = self._obs(n.review_slot, n, now, False)
             checks = [] if spent else self._result_checks(tree, n, cand)
             theirs = next((r for r in n.reviews if r.author == rap and r.result == cand["id"]), None)
-            if rap == self.me and not spent:
+            if rap == self.me and self.reads_results and not spent:
                 return out  # my own LLM reading comes first (see _next_job)
             if theirs is None and not spent and now < o.seen + self.timing.review_window_ms:
                 wake.append(o.seen + self.timing.review_window_ms)

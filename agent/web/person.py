@@ -11,7 +11,9 @@ split, the fallback round's split) or for LEAF is not cast: the page abstains, w
 safe (an absent elector never makes two values pass) and never blocks a quorum the other
 electors can reach. NIL (rejecting every split; a round without agreement) is cast as usual:
 it chooses nothing. The card says so, and the person can still approve the split the others
-converge on, which then becomes the page's vote.
+converge on, which then becomes the page's vote. A goal's brief and its results' reviews are
+not the person's to judge: there the page votes under every elector's rules, without a model,
+so that a quorum which counts the page is not blocked.
 
 Where the page's identity is not an elector, the judgment is still published as a ``Score``:
 shown to everyone, and fed back to the decomposers for their refinements, but not counted.
@@ -134,16 +136,21 @@ class PersonScorer(Scorer):
         v = self.verdicts.get(value)
         return v is not None and v.acceptable
 
-    def brief_votable(self, n: NodeView) -> bool:
-        return False  # the person settles a brief by amending it (as its goal's author), not by votes
+    # The person judges splits only. A goal's working assumptions and the reviews of its results
+    # are settled by the same electorate, and a quorum may need the page's vote (four electors,
+    # quorum four): there the page's agent votes as every elector does, without a model (the
+    # brief the shared rule picks; the shared checks plus the rapporteur's reading). The person
+    # can still amend the brief as the goal's author. The page says so (app.js, #goal-vote).
 
-    def reviewable(self, n: NodeView) -> bool:
-        return False  # the person judges splits; results are read by the other electors
+    reads_results = False  # as the rapporteur it waits the review window, then the checks decide
+
+    def _judged_by_person(self, slot: str, n: NodeView) -> bool:
+        return slot == n.id  # a split ballot; brief and review ballots have slots of their own
 
     def _step(self, b: Any, now: int, wake: list[int]) -> list[Effect]:
         out = super()._step(b, now, wake)
         vote = next((e.body for e in out if isinstance(e, Publish) and isinstance(e.body, Vote)), None)
-        if vote is None or self.approved(vote.value):
+        if vote is None or not self._judged_by_person(b.slot, b.node) or self.approved(vote.value):
             return out
         n = b.node
         key = (b.slot, vote.round, vote.phase, vote.value)

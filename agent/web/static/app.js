@@ -282,7 +282,7 @@ function renderGoal() {
     + `width ${p.max_children}, rounds ${p.max_rounds}`
     + (g.submitted ? ` · submitted by ${peerName(g.submitted.author)}` : "");
   $("#goal-vote").textContent = isElector(g)
-    ? `You are in this goal's electorate (${p.electorate.length} electors, quorum ${p.quorum}): your approval of a split is your prevote, and counts.`
+    ? `You are in this goal's electorate (${p.electorate.length} electors, quorum ${p.quorum}): your approval of a split is your prevote, and counts. The goal's working assumptions and the reviews of its results are not yours to judge: there this page's agent votes as every elector does (no model), so a quorum that needs your vote is not blocked.`
     : "You are not in this goal's electorate (it is fixed when the goal is submitted): your judgments of splits are published as scores, shown and used as feedback for refinements, but not counted as votes.";
   $("#goal-vote").dataset.counted = isElector(g) ? "yes" : "no";
   $("#dl-md").href = `/plan/${g.id}.md`;
