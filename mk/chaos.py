@@ -51,7 +51,7 @@ def submit(compose, goal: str, service: str = "observer") -> None:
 
 def observe(compose, service: str = "observer", timeout: float = 120) -> dict:
     """The plan tree JSON as `observe --once --json` prints it (top-level digest, goals)."""
-    r = exec_agent(compose, service, ["observe", "--once", "--json"], "/tmp/swarm-observe",
+    r = exec_agent(compose, service, ["observe", "--once", "--json"], "/tmp/observe",
                    timeout=timeout)
     if r.returncode != 0:
         raise RuntimeError(f"observe failed ({r.returncode}): {r.stderr.strip()[-2000:]}")

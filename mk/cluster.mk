@@ -130,17 +130,18 @@ ps: cluster-check
 	$(DC) ps
 
 # a second process inside the observer's container takes none of its ports (libp2p, metrics,
-# the web page: mk/chaos.py's ONE_SHOT_ENV) and a data directory of its own
+# the web page: mk/chaos.py's ONE_SHOT_ENV) and a data directory of its own, named like the
+# credential slot it takes (observer/submit, observer/observe: scripts/containers/credentials.sh)
 ONE_SHOT := -e SWARM_LISTEN_PORT=0 -e SWARM_METRICS_PORT=0 -e SWARM_WEB_PORT=0
 
 submit: export GOAL := $(GOAL)
 submit: cluster-check
-	$(DC) exec -T $(ONE_SHOT) -e SWARM_DATA_DIR=/tmp/swarm-submit observer python -m agent submit "$$GOAL"
+	$(DC) exec -T $(ONE_SHOT) -e SWARM_DATA_DIR=/tmp/submit observer python -m agent submit "$$GOAL"
 
 # the live tree in your terminal: a second, throw-away observer inside the observer container,
 # with readable warnings only (the compose environment's JSON info lines would bury the tree)
 observe: cluster-check
-	$(DC) exec $(ONE_SHOT) -e SWARM_DATA_DIR=/tmp/swarm-observe -e SWARM_LOG_FORMAT=console \
+	$(DC) exec $(ONE_SHOT) -e SWARM_DATA_DIR=/tmp/observe -e SWARM_LOG_FORMAT=console \
 	  -e SWARM_LOG_LEVEL=warning observer python -m agent observe
 
 # `docker compose kill decomposer-2`, on either engine

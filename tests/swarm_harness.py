@@ -120,10 +120,12 @@ class LocalSwarm:
             return {}
         return {"SWARM_IDENTITY_FILE": str(d / "key.ed25519"), "SWARM_CREDENTIAL_FILE": str(cred)}
 
-    def env(self, peers: list[Child]) -> dict[str, str]:
+    def env(self, peers: list[Child], *, exactly: bool = False) -> dict[str, str]:
         # a submitter names as electorate the scorers it holds connections to (agent.goals):
-        # it reaches them directly, as a user's SWARM_PEERS (or mDNS) must
-        peers = list(peers) + [c for c in self.children if c.role == "scorer" and c not in peers]
+        # it reaches them directly, as a user's SWARM_PEERS (or mDNS) must; ``exactly``: the
+        # peers given and no others (a tool that must sync from one peer alone)
+        if not exactly:
+            peers = list(peers) + [c for c in self.children if c.role == "scorer" and c not in peers]
         env = {k: v for k, v in os.environ.items()
                if k not in ("SWARM_KEY_FILE", "SWARM_CREDENTIAL_FILE", "SWARM_CREDENTIALS_DIR", "SWARM_IDENTITY_FILE")}
         return {**env, **self.cli_identity(), "SWARM_AUTHORITY": self.cfg.authority_id or "",

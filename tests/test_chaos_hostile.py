@@ -375,7 +375,7 @@ async def test_hostile_member_floods_gossip_and_abuses_sync(tmp_path):
                 attack.start_soon(sync_part)
                 # 100 idle sync streams on one agent while a late observer syncs from it alone
                 idle = await h.idle_streams(victim, IDLE_STREAMS)
-                p = await cli("observe", "--once", "--json", env=sw.env([victim]), timeout=90)
+                p = await cli("observe", "--once", "--json", env=sw.env([victim], exactly=True), timeout=90)
                 phases["late_observer_s"] = round(time.monotonic() - t0, 1)
             assert p.returncode == 0, p.stderr.decode()[-2000:]
             late = orjson.loads(p.stdout)

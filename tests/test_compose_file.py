@@ -483,13 +483,17 @@ exec {sys.executable} "${{args[@]}}"
 
     slots = sorted(p.parent.relative_to(sdir / "credentials").as_posix() for p in sdir.glob("credentials/*/*/credential.json"))
     assert slots == ["decomposer-1/decomposer-1", "decomposer-2/decomposer-2", "decomposer-3/decomposer-3",
-                     "executor/executor-1", "executor/executor-2", "observer/observer", "observer/submit",
+                     "executor/executor-1", "executor/executor-2", "observer/observe", "observer/observer", "observer/submit",
                      "scorer/scorer-1", "scorer/scorer-2", "scorer/scorer-3"], out
     m = Membership(authority, "compose")
     for slot in slots:
         cred = load_credential(sdir / "credentials" / slot / "credential.json")
         assert credential_problem(cred, m) is None and cred.peer == load_seed(sdir / "credentials" / slot / "key.ed25519").peer_id
     assert load_credential(sdir / "credentials/observer/observer/credential.json").roles == ("observer", "submitter")
+    assert load_credential(sdir / "credentials/observer/observe/credential.json").roles == ("observer",)
+    # the one-shot tools' data dirs name their slots (agent.credentials.member_files)
+    mk = (ROOT / "mk" / "cluster.mk").read_text()
+    assert "SWARM_DATA_DIR=/tmp/submit observer" in mk and "SWARM_DATA_DIR=/tmp/observe " in mk
     key1 = (sdir / "credentials/scorer/scorer-1/key.ed25519").read_bytes()
     out = run(5)
     assert (sdir / "credentials/scorer/scorer-5/credential.json").exists() and "scorer/scorer-1:" in out and "(kept)" in out

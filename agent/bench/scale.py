@@ -22,7 +22,7 @@ import psutil
 import trio
 
 from agent.core.events import Goal
-from agent.demo import Child, DemoConfig, plan_children, start, stop
+from agent.demo import Child, DemoConfig, issue_credential_file, plan_children, start, stop
 from agent.goals import plan_params
 from agent.runtime import open_runtime
 from agent.settings import load_settings
@@ -116,8 +116,10 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, run: ScaleR
         swarm="demo", data_dir=root / "client", listen_host="127.0.0.1", listen_port=0,
         peers=[c.addr for c in children], mdns=False, scorers=cfg.scorers, max_depth=cfg.max_depth,
         max_children=cfg.max_children, max_rounds=cfg.max_rounds, log_level="warning",
-        key=cfg.swarm_key, key_file=None,
+        key=cfg.swarm_key, key_file=None, authority=cfg.authority_id, credential_file=None,
+        credentials_dir=None, identity_file=None,
     )
+    issue_credential_file(cfg, root / "client", ["submitter", "observer"])
     rt = open_runtime(settings, "submitter")
     procs = {c.name: psutil.Process(c.proc.pid) for c in children if c.proc}
     agents = [c for c in children if c.role != "observer"]

@@ -19,7 +19,7 @@ import trio
 from agent.goals import plan_params
 from agent.central import CallRecord
 from agent.core.events import Event, Goal
-from agent.demo import Child, DemoConfig, plan_children, start, stop
+from agent.demo import Child, DemoConfig, issue_credential_file, plan_children, start, stop
 from agent.runtime import open_runtime
 from agent.settings import load_settings
 
@@ -98,7 +98,9 @@ async def _drive(children: list[Child], root: Path, goal: Any, cfg: DemoConfig, 
         peers=[c.addr for c in children], mdns=False, scorers=cfg.scorers, max_depth=cfg.max_depth,
         max_children=cfg.max_children, max_rounds=cfg.max_rounds, log_level="warning",
         key=cfg.swarm_key, key_file=None,  # every demo swarm is private (DemoConfig.swarm_key)
+        authority=cfg.authority_id, credential_file=None, credentials_dir=None, identity_file=None,
     )
+    issue_credential_file(cfg, root / "client", ["submitter", "observer"])
     rt = open_runtime(settings, "submitter")
     agents = [c for c in children if c.role != "observer"]
     async with trio.open_nursery() as nursery:

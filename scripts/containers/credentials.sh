@@ -8,8 +8,8 @@
 #   into ENV_FILE as SWARM_AUTHORITY, and a key and a credential issued per service slot into
 #   SWARM_DIR/credentials/<service>/<slot>/ (kept while valid, renewed within 7 days of expiry):
 #   decomposer-1..3, scorer/scorer-1..SCORERS, executor/executor-1..EXECUTORS,
-#   observer/observer (observer, submitter: the web page's form) and observer/submit (`make
-#   submit`). Each service mounts its own directory read-only; a replica scaled beyond what was
+#   observer/observer (observer, submitter: the web page's form), observer/submit (`make
+#   submit`, data dir /tmp/submit) and observer/observe (`make observe`, /tmp/observe). Each service mounts its own directory read-only; a replica scaled beyond what was
 #   issued waits until this runs again with the new scale.
 # The signing runs in a throw-away container of IMAGE (no network) with SWARM_DIR mounted: the
 # host needs no Python of the project.
@@ -53,7 +53,7 @@ elif [ "$authority" != "$id" ]; then
 fi
 slots=(--slot decomposer-1/decomposer-1=decomposer --slot decomposer-2/decomposer-2=decomposer
        --slot decomposer-3/decomposer-3=decomposer --slot observer/observer=observer,submitter
-       --slot observer/submit=submitter)
+       --slot observer/submit=submitter --slot observer/observe=observer)
 for i in $(seq 1 "$scorers"); do slots+=(--slot "scorer/scorer-$i=scorer"); done
 for i in $(seq 1 "$executors"); do slots+=(--slot "executor/executor-$i=executor"); done
 run credential slots --authority-key /swarm/authority.key --dir /swarm/credentials --swarm "$swarm" \

@@ -680,8 +680,13 @@ class WatcherRun:
         self._timeout = timeout
 
     async def post_goal(self, title: str) -> str:
+        from agent.demo import issue_credential_file
+        from swarm_harness import LocalSwarm
+
         sw = self.sw
+        issue_credential_file(sw.cfg, self.data_dir, LocalSwarm.TEST_ROLES)  # the watcher is a member
         argv = [sys.executable, str(Path(__file__).resolve()), "watch", "--data", str(self.data_dir),
+                "--authority", sw.cfg.authority_id or "",
                 "--out", str(self.out), "--title", title, "--key", sw.cfg.swarm_key,
                 "--peers", ",".join(sw.addr(c) for c in sw.children),
                 "--ready", ",".join(c.peer_id for c in self._ready),
@@ -740,7 +745,8 @@ async def _watch_main(args: Any) -> None:
     plan = json.loads(args.plan)
     settings = load_settings(swarm="demo", listen_host="0.0.0.0", listen_port=0, mdns=False,
                              peers=args.peers.split(","), sync_interval=2, reconnect_interval=1,
-                             key=args.key, key_file=None, **plan)
+                             key=args.key, key_file=None, authority=args.authority or None,
+                             credential_file=None, credentials_dir=None, identity_file=None, **plan)
     rt = open_runtime(settings, "submitter", data_dir=Path(args.data))
     watch = Watch()
     out = open(args.out, "ab")
@@ -784,6 +790,7 @@ def main(argv: list[str] | None = None) -> None:
     for opt in ("--data", "--out", "--title", "--key", "--peers", "--ready", "--electorate",
                 "--plan", "--ready-timeout"):
         w.add_argument(opt, required=True)
+    w.add_argument("--authority", default="")
     args = ap.parse_args(argv)
     trio.run(_watch_main, args)
 
