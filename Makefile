@@ -48,7 +48,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 test: install
-	$(PY) -m pytest -ra $(PYTEST_ARGS)
+	$(PY) -m pytest -ra --durations=25 $(PYTEST_ARGS)
 
 test-fast: install
 	$(PY) -m pytest -ra -m "not slow and not netns and not containers" $(PYTEST_ARGS)

@@ -343,10 +343,7 @@ async def publish_events(settings: Settings, raws: list[bytes], timeout: float =
             raise SubmitError(f"not a signed event: {exc}") from None
 
     async def body(rt: Runtime) -> list[str]:
-        try:
-            await wait_for_peers(rt, 1, timeout)
-        except trio.TooSlowError:
-            raise SubmitError(f"no peer found within {timeout:.0f}s") from None
+        await find_a_peer(rt, timeout)
         for ev in events:
             if not await rt.ingest(ev.raw, "self") and ev.id not in rt.plan:
                 raise SubmitError(f"event {ev.id[:12]} ({ev.type}) refused here: see the log line above")

@@ -463,7 +463,7 @@ def test_cluster_survives_losing_a_decomposer_and_keeps_identity(cluster: Cluste
     creds = [str(CTR / "credentials.sh"), str(c.env_file), os.environ["SWARM_DIR"], "podman", IMAGE,
              str(SCORERS), str(EXECUTORS), PROJECT, "30"]
     out = run(creds, timeout=300, env=cni).stdout
-    assert out.count("(new key and credential)") == 3 + 2 + SCORERS + EXECUTORS, out
+    assert out.count("(new key and credential)") == 3 + 3 + SCORERS + EXECUTORS, out  # observer, submit, observe
     c.step("credentials: an authority key, a key and a credential per slot")
 
     # --- make up ------------------------------------------------------------------------------

@@ -165,3 +165,45 @@ def test_credential_tools_on_the_command_line(tmp_path):
     assert ev.type == "revoke" and ev.body.peer == peer and ev.author == authority
     assert agent("credential", "issue", "--authority-key", str(tmp_path / "authority.key"), "--peer", peer,
                  "--role", "king").returncode == 2
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+async def test_a_revocation_signed_elsewhere_is_published_and_stored(tmp_path):
+    """`agent revoke` signs offline; `agent publish` joins the swarm as a temporary peer and
+    waits until a peer stored it (the podman cluster's `make revoke` path). With nobody to
+    reach it says so in one line."""
+    import os
+
+    from swarm_harness import LocalSwarm, cli, wait_ready
+
+    sw = LocalSwarm(tmp_path / "swarm", decomposers=1, scorers=1, executors=1, observers=0)
+    key = tmp_path / "authority.key"
+    write_new(key, sw.cfg.authority_seed)
+    victim = sw.child("executor-1")
+    r = subprocess.run([sys.executable, "-m", "agent", "revoke", victim.peer_id, "--authority-key", str(key),
+                        "--reason", "left"], capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr.decode()[-1000:]
+    (tmp_path / "revoke.jsonl").write_bytes(r.stdout)
+    from agent.core.events import decode_event
+
+    ev = decode_event(r.stdout.strip())
+    with sw:
+        rt = sw.driver()
+        async with trio.open_nursery() as nursery:
+            await nursery.start(rt.run)
+            await wait_ready(rt, sw.children, 90)
+            p = await cli("publish", str(tmp_path / "revoke.jsonl"), "--timeout", "30",
+                          env=sw.env([sw.child("scorer-1")], exactly=True))
+            assert p.returncode == 0, p.stderr.decode()[-2000:]
+            assert p.stdout.decode().split() == [ev.id]
+            with trio.fail_after(30):
+                while ev.id not in rt.plan:  # gossiped on to everyone
+                    await trio.sleep(0.2)
+            assert rt.plan.members.revoked_at(victim.peer_id, (2**62, 0))
+            nursery.cancel_scope.cancel()
+    env = {**sw.env([sw.child("scorer-1")], exactly=True), "SWARM_LOG_LEVEL": "warning"}
+    p = await cli("publish", str(tmp_path / "revoke.jsonl"), "--timeout", "5", env=env)
+    err = p.stderr.decode()
+    assert p.returncode == 1 and "no peer connected" in err and "Traceback" not in err, err[-1000:]
+    assert os.path.exists(tmp_path / "revoke.jsonl")

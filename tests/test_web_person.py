@@ -195,3 +195,26 @@ def test_a_restarted_page_recalls_the_persons_judgment_from_its_scores():
     effects += person.poll(derive(plan, now + 200), now + 200)
     assert [(v.phase, v.value) for v in published(effects, Vote)] == [("prevote", b.id)]
     assert not published(effects, Score)  # it does not score the same split twice
+
+
+def test_the_page_votes_the_brief_without_the_person_but_no_split():
+    """A goal whose quorum needs every elector, the page among them: the page's agent settles
+    the brief under the electors' rules (no model), so the plan can start; it casts no split
+    vote until the person judged a split."""
+    from agent.core.plan import brief_slot
+    from builders import brief
+
+    electorate = [s.peer_id for s in S] + [PERSON.peer_id]
+    plan = Plan()
+    g = goal(ident("u"), electorate=electorate, quorum=4, brief=True)
+    b = brief(ident("d1"), g.id, wall=10, duration="14 days")
+    for e in (g, b):
+        plan.apply(e)
+    person = PersonScorer(PERSON.peer_id, TIMING)
+    now = T0 + 10_000
+    effects = ready(person, plan, now)
+    apply_published(plan, PERSON, effects, 10_500)
+    effects += person.poll(derive(plan, now + 2_000), now + 2_000)
+    votes = published(effects, Vote)
+    assert [(v.node, v.round, v.phase, v.value) for v in votes] == [(brief_slot(g.id), 1, "prevote", b.id)]
+    assert not [e for e in effects if type(e).__name__ == "Ask"]
