@@ -709,13 +709,30 @@ def eval_cmd(
                      swarm="swarm" in chosen, single_max_tokens=single_max_tokens)
     done = report.load(out) if resume and out.exists() else None
 
+    # The embedded model is served once over HTTP with parallel slots, as `make demo` does: the
+    # swarm asks several things at once, and an in-process model answers one at a time (its
+    # queue outlasted the per-call timeout: decompositions lost, the root a leaf by fallback).
+    srv = None
+    if llm == "llamacpp":
+        from agent.llm import server as llm_server
+
+        try:
+            srv = llm_server.LocalLLMServer(model, parallel=2, threads=threads, model_dir=s.model_dir).start()
+        except (LLMError, ValueError, OSError) as exc:
+            _fail(str(exc), 2)
+
     async def main() -> dict:
         from agent.llm import make_llm
+        from agent.llm.openai_backend import OpenAILLM
 
-        backend = await make_llm(s)
+        if srv is not None:
+            backend = OpenAILLM(srv.base_url, srv.model, api_key=srv.api_key, timeout=900.0)
+        else:
+            backend = await make_llm(s)
         try:
-            name = model if backend.backend == "llamacpp" else getattr(backend, "model", llm)
+            name = model if srv is not None else getattr(backend, "model", llm)
             return await run_eval(backend, cfg, model=str(name), done=done,
+                                  backend="llamacpp-server" if srv is not None else None,
                                   say=lambda m: console.print(m, highlight=False, markup=False),
                                   save=lambda d: write_json(d, out))
         finally:
@@ -726,6 +743,9 @@ def eval_cmd(
     except (LLMError, KeyError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2)
+    finally:
+        if srv is not None:
+            srv.stop()
     write_json(data, out)
     if markdown_dir is not None:
         markdown_dir.mkdir(parents=True, exist_ok=True)

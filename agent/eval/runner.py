@@ -131,12 +131,14 @@ def git_commit() -> str | None:
 
 
 async def run_eval(llm: LLM, cfg: EvalConfig, *, model: str, say: Callable[[str], None] = print,
-                   done: dict[str, Any] | None = None, save: Callable[[dict], None] | None = None) -> dict:
+                   done: dict[str, Any] | None = None, save: Callable[[dict], None] | None = None,
+                   backend: str | None = None) -> dict:
     """Every selected goal with both planners; ``done``: an earlier results file whose goals are
-    kept (a long run resumes where it stopped); ``save`` is called after every goal."""
+    kept (a long run resumes where it stopped); ``save`` is called after every goal; ``backend``
+    names what served the model when the client's own name does not say it."""
     data: dict[str, Any] = {
         "eval_version": EVAL_VERSION, "goals_version": GOALS_VERSION, "model": model,
-        "backend": llm.backend, "commit": git_commit(), "config": asdict(cfg), "goals": [],
+        "backend": backend or llm.backend, "commit": git_commit(), "config": asdict(cfg), "goals": [],
     }
     kept = {g["id"]: g for g in (done or {}).get("goals", ())}
     for g in select_goals(cfg):
