@@ -168,3 +168,27 @@ def test_validator_against_the_generated_schemas():
     assert validate(good, req.schema) == good
     assert schema_errors({"steps": [{"title": "ab", "description": "", "after": []}] * 3}, req.schema)
     assert schema_errors({"steps": []}, req.schema)
+
+
+def test_an_action_that_already_names_its_cost_and_date_does_not_get_them_twice():
+    from agent.llm.prompts import parse_execution
+
+    text = parse_execution({"actions": [
+        {"do": "Buy the floor tiles from IKEA (3000 EUR; 2026-12-02)", "cost": "3000 EUR", "when": "2026-12-02"},
+        {"do": "Book the plumber for the sink", "cost": "250 EUR", "when": "2026-12-09"},
+        {"do": "Order the worktop (1000 EUR)", "cost": "1000 EUR", "when": "2026-12-10"},
+    ]})
+    assert text.splitlines() == ["- Buy the floor tiles from IKEA (3000 EUR; 2026-12-02).",
+                                 "- Book the plumber for the sink (250 EUR; 2026-12-09).",
+                                 "- Order the worktop (1000 EUR) (2026-12-10)."]
+
+
+def test_a_synthesis_step_that_repeats_its_number_and_title_loses_them():
+    from agent.llm.prompts import parse_synthesis
+
+    text = parse_synthesis({"summary": "The kitchen is measured first, then the units are ordered.",
+                            "steps": ["1. Measure the kitchen: 2.4 by 3.3 m, drawn on paper",
+                                      "Order the units from IKEA for 3,000 EUR"]},
+                           ["Measure the kitchen", "Order the units"])
+    assert text.splitlines()[2:] == ["1. Measure the kitchen: 2.4 by 3.3 m, drawn on paper.",
+                                     "2. Order the units: Order the units from IKEA for 3,000 EUR."]

@@ -588,8 +588,10 @@ def parse_execution(answer: Any) -> str:
         if not do or do.casefold() in seen:
             continue
         seen.add(do.casefold())
+        # (a small model often writes the cost and date into the action too: not twice)
         extra = [x for x in (_clean_text(act.cost, 40), _clean_text(act.when, 40))
-                 if x and x.lower().strip(" .") not in ("", "none", "n/a", "free", "0", "-")]
+                 if x and x.lower().strip(" .") not in ("", "none", "n/a", "free", "0", "-")
+                 and x.casefold() not in do.casefold()]
         lines.append(f"- {do[:-1]} ({'; '.join(extra)})." if extra else f"- {do}")
     if not lines:
         raise LLMBadOutput("execution result has no usable action")
@@ -706,7 +708,13 @@ def parse_synthesis(answer: Any, titles: Sequence[str]) -> str:
     summary = cut_to_sentence(_clean_text(a.summary, 900)) or _clean_text(a.summary, 900)
     out = [summary, ""]
     for i, (t, key) in enumerate(zip(titles, a.steps), 1):
-        k = _sentence(_clean_text(key, 300))
+        k = _clean_text(key, 300)
+        # the step's number and title are ours: a model that writes them again loses them
+        k = re.sub(r"^\s*\d+\s*[.)]\s*", "", k)
+        rest = k[len(t):].lstrip() if t and k.casefold().startswith(t.casefold()) else ""
+        if rest[:1] in (":", "-", "–", "—"):
+            k = rest.lstrip(" :-–—")
+        k = _sentence(k)
         out.append(f"{i}. {t}: {k}" if k else f"{i}. {t}.")
     return "\n".join(out).strip()[:RESULT_MAX]
 
