@@ -95,6 +95,24 @@ EVENTS_STORED = Gauge(
     registry=REGISTRY,
 )
 
+# --- clock ----------------------------------------------------------------------------------
+CLOCK_AHEAD = Gauge(
+    "swarm_clock_ahead_seconds",
+    "How far this agent's clock is ahead of its peers' (negative: behind), estimated from the "
+    "stamps of the events it receives",
+    registry=REGISTRY,
+)
+CLOCK_CORRECTION = Gauge(
+    "swarm_clock_correction_seconds",
+    "What this agent subtracts from its clock to stamp in step with its peers (0: none)",
+    registry=REGISTRY,
+)
+CLOCK_HOLDS = Counter(
+    "swarm_clock_holds",
+    "Times this agent held an event back because its clock's last stamp was further ahead than peers accept",
+    registry=REGISTRY,
+)
+
 # --- network --------------------------------------------------------------------------------
 PEERS_CONNECTED = Gauge(
     "swarm_peers_connected", "libp2p peers currently connected", registry=REGISTRY

@@ -123,6 +123,11 @@ class Runtime:
         from agent.behaviour.timing import NetMeter
 
         self.net_meter = NetMeter()  # gossip delay and misses, for the behaviours' windows
+        from agent.core.skew import SkewEstimator
+
+        self.skew = SkewEstimator()  # our clock against our peers', from their stamps
+        self.correction_ms = 0  # subtracted from our clock: see _correct_clock
+        self._holding = False
         self._decided: set[str] = set()
         self._load()
 
@@ -160,8 +165,31 @@ class Runtime:
             finally:
                 self._flush_store()  # a clean stop loses nothing received
 
-    def now_ms(self) -> int:
+    def local_ms(self) -> int:
+        """This host's clock (with the fault-injection offset of the tests), uncorrected."""
         return self._clock() + self.settings.clock_offset_ms
+
+    def now_ms(self) -> int:
+        """The time we stamp, hold and expire by: our clock, corrected to our peers'."""
+        return self.local_ms() - self.correction_ms
+
+    def _correct_clock(self) -> None:
+        """Stamp in step with the peers: a clock that runs ahead gets its events held by every
+        peer (its claims do not count while it works on them) and one that runs behind holds
+        theirs; both waste work. The estimate is robust to a minority of liars (SkewEstimator)."""
+        ahead = self.skew.ahead_ms(self.local_ms())
+        metrics.CLOCK_AHEAD.set(ahead / 1000)
+        # corrected only beyond what peers accept anyway: within it, a gossip delay of a
+        # second while the mesh forms (measured) would pass for an offset
+        bound = self.settings.max_ahead_ms
+        new = ahead if abs(ahead) > bound else 0
+        if abs(new - self.correction_ms) > bound // 2 or (new == 0) != (self.correction_ms == 0):
+            level = "warning" if new else "info"
+            getattr(self.log, level)("clock corrected to the peers'" if new else "clock in step with the peers",
+                                     ahead_ms=ahead, correction_ms=new,
+                                     peers=len(self.skew.per_peer_ms(self.local_ms())))
+        self.correction_ms = new
+        metrics.CLOCK_CORRECTION.set(new / 1000)
 
     def tree(self) -> Tree:
         now = self.now_ms()
@@ -186,6 +214,9 @@ class Runtime:
 
     def _took(self, offer: Offer, source: str) -> bool:
         ev = offer.event
+        if ev is not None and offer.status is not Status.REJECTED and ev.author != self.me \
+                and source not in ("self", "due") and not source.startswith("sync:"):
+            self.skew.sample(ev.author, ev.hlc.wall, self.local_ms())  # fresh: its author's clock
         if offer.status is Status.REJECTED:
             assert offer.reason is not None
             metrics.EVENTS_REJECTED.labels(reason=offer.reason.value).inc()
@@ -293,6 +324,7 @@ class Runtime:
     async def _housekeeping(self) -> None:
         while True:
             await trio.sleep(0.5)
+            self._correct_clock()
             for offer in self.intake.due(self.now_ms()):
                 self._took(offer, "due")
             if self._unsaved:
@@ -363,7 +395,29 @@ class Runtime:
             self._announced = body.credential
         return ev
 
+    async def _hold_back(self) -> None:
+        """While our clock's last stamp is further ahead than peers accept (stamped before the
+        correction, or restored from a store written by a fast clock), whatever we sign would
+        be held by every peer: wait until it is within half that bound, and say so once."""
+        limit = self.settings.max_ahead_ms
+        lead = self.intake.clock.wall - self.now_ms()
+        if lead <= limit:
+            return
+        metrics.CLOCK_HOLDS.inc()
+        if not self._holding:
+            self._holding = True
+            self.log.warning("holding back: our last stamp is ahead of what peers accept",
+                             lead_ms=lead, max_ahead_ms=limit, correction_ms=self.correction_ms)
+        with trio.move_on_after(self.settings.max_drift_ms / 1000):
+            while self.intake.clock.wall - self.now_ms() > limit // 2:
+                await trio.sleep(max(0.05, min(1.0, (self.intake.clock.wall - self.now_ms() - limit // 2) / 1000)))
+        if self._holding:
+            self._holding = False
+            self.log.info("publishing again: our stamps are within what peers accept",
+                          lead_ms=self.intake.clock.wall - self.now_ms())
+
     async def _publish(self, body: Any) -> Event:
+        await self._hold_back()
         released: list[Event] = []
         ev = self.intake.sign(self.identity, body, self.now_ms(), released)
         metrics.EVENTS.labels(type=ev.type).inc()

@@ -197,6 +197,8 @@ class Settings(BaseSettings):
     vote_timeout: float = Field(1.0, ge=0, description="prevote/precommit timeouts (s)")
     round_timeout: float = Field(30.0, gt=0)
     open_timeout: float = Field(600.0, gt=0, description="vote on a node nobody proposes for after (s)")
+    review_window: float = Field(90.0, ge=0,
+                                 description="wait for the rapporteur's reading of a result before voting on the checks alone (s)")
     settle_window: float = Field(1.0, ge=0)
     lease_seconds: float = Field(30.0, gt=0)
     startup_sync: float = Field(10.0, ge=0, description="wait for peers' logs before acting (s)")
@@ -303,6 +305,7 @@ class Settings(BaseSettings):
             open_timeout_ms=int(self.open_timeout * 1000),
             prevote_timeout_ms=vote_ms, precommit_timeout_ms=vote_ms,
             round_timeout_ms=int(self.round_timeout * 1000),
+            review_window_ms=int(self.review_window * 1000),
             settle_ms=int(self.settle_window * 1000),
             lease_ms=int(self.lease_seconds * 1000),
             startup_sync_ms=int(self.startup_sync * 1000),

@@ -22,6 +22,8 @@ FAST_ENV = {
     "SWARM_PROPOSAL_WINDOW": "0.6", "SWARM_VOTE_TIMEOUT": "0.5", "SWARM_SETTLE_WINDOW": "0.5",
     "SWARM_LEASE_SECONDS": "6", "SWARM_ROUND_TIMEOUT": "6", "SWARM_SYNC_INTERVAL": "2",
     "SWARM_RECONNECT_INTERVAL": "1", "SWARM_STARTUP_SYNC": "2", "SWARM_LOG_LEVEL": "info",
+    # a dead rapporteur costs each result it would have read this long (a chaos test kills one)
+    "SWARM_REVIEW_WINDOW": "15",
 }
 
 

@@ -192,3 +192,14 @@ def test_a_synthesis_step_that_repeats_its_number_and_title_loses_them():
                            ["Measure the kitchen", "Order the units"])
     assert text.splitlines()[2:] == ["1. Measure the kitchen: 2.4 by 3.3 m, drawn on paper.",
                                      "2. Order the units: Order the units from IKEA for 3,000 EUR."]
+
+
+def test_a_synthesis_step_cut_by_its_length_bound_ends_at_a_whole_sentence():
+    from agent.llm.prompts import parse_synthesis
+
+    text = parse_synthesis({"summary": "Materials first, then the units.",
+                            "steps": ["Buy tiles from IKEA. Buy cabinets from Arg (3000 EUR; 2026",
+                                      "Order the units from IKEA (3000 EUR; 2026"]},
+                           ["Select materials", "Order the units"])
+    assert text.splitlines()[2:] == ["1. Select materials: Buy tiles from IKEA.",
+                                     "2. Order the units: Order the units from IKEA."]

@@ -217,3 +217,47 @@ def test_a_result_that_contradicts_the_brief_or_tells_a_story_is_refused_before_
     ok = work.result_from(acts("Book Hotel Gracery in Shinjuku for 4 nights from 1 April", "Pay 120,000 JPY",
                                "Keep the confirmation"), tree, leaf, "c" * 64)
     assert ok.node == leaf.id and "Gracery" in ok.output
+
+
+@pytest.mark.parametrize("dates,length,goal_text,expected", [
+    ("2026-12-02", 42, "", "2026-12-02 to 2027-01-12"),  # one date (today's): the whole length
+    ("2025-03-01 to 2025-03-14", 14, "", "2026-12-02 to 2026-12-15"),  # in the past: from today
+    ("28 March - 10 April 2027", 14, "", "2027-03-28 to 2027-04-10"),  # its own range, kept
+    ("1 April 2027 to 1 June 2027", 14, "", "2027-04-01 to 2027-04-14"),  # not its length: cut
+    ("May 2027", 14, "", "2027-05-01 to 2027-05-14"),
+    ("in spring", 14, "Plan a trip to Japan in April", "2027-04-01 to 2027-04-14"),
+    ("soon", None, "", ""),  # nothing to settle
+])
+def test_the_brief_dates_are_settled_into_one_range_of_its_length(dates, length, goal_text, expected):
+    from agent.core import facts
+
+    assert facts.settled_dates(dates, length, "2026-12-02", goal_text) == expected
+
+
+def test_a_proposed_brief_gets_settled_dates_and_each_step_its_part_of_them():
+    g = goal(U, scorers=3, quorum=2, brief=True, max_depth=1)
+    tree = derive(fold([g]), T0 + 1000)
+    root = tree.node(g.id)
+    today = work.frame(tree, root).today
+    answer = {"duration": "14 days", "dates": today, "budget": "4000 EUR", "currency": "EUR",
+              "place": "Tokyo and Kyoto", "people": "2 adults", "constraints": "", "done": "back home"}
+    b = work.brief_from(answer, tree, root)
+    import datetime as dt
+    end = (dt.date.fromisoformat(today) + dt.timedelta(days=13)).isoformat()
+    assert b.dates == f"{today} to {end}"
+
+    # 1-14 April 2027 over three ordered steps: 4, 5 and 5 days, in order
+    top = proposal(D1, g.id, ["Fly to Tokyo and see Tokyo", "Kyoto", "Osaka and fly home"], wall=10)
+    evs = [g, brief(U, g.id), top] + [precommit(s, g.id, top.id, wall=20 + i) for i, s in enumerate(S[:2])]
+    tree = derive(fold(evs), T0 + 1000)
+    wins = [work.step_window(tree, tree.node(f"{top.id}/{i}")) for i in range(3)]
+    assert [(a.isoformat(), z.isoformat()) for a, z in wins] == [
+        ("2027-04-01", "2027-04-04"), ("2027-04-05", "2027-04-09"), ("2027-04-10", "2027-04-14")]
+    req = work.execute_req(tree, tree.node(f"{top.id}/1"), 1)
+    assert "This step's part of the schedule: 2027-04-05 to 2027-04-09" in req.prompt
+    assert "within this step's part of the schedule" in req.prompt
+    # a goal whose brief names no dates: no window, the brief's dates asked for
+    evs2 = [g, brief(U, g.id, dates=""), top] + [precommit(s, g.id, top.id, wall=20 + i) for i, s in enumerate(S[:2])]
+    tree2 = derive(fold(evs2), T0 + 1000)
+    assert work.step_window(tree2, tree2.node(f"{top.id}/1")) is None
+    assert "part of the schedule" not in work.execute_req(tree2, tree2.node(f"{top.id}/1"), 1).prompt

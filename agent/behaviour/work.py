@@ -69,8 +69,9 @@ def brief_from(answer: dict, tree: Tree, root: NodeView, prompt_tokens: int = 0,
     """A proposed brief; ``LLMBadOutput`` when it contradicts its goal (another length or
     currency than the goal states, dates in the past) while ``strict``."""
     goal = f"{root.title} {root.description}"
-    fields = fx.normalized_brief(P.parse_brief(answer), goal)
-    problems = fx.brief_problems(fields, goal, frame(tree, root).today)
+    today = frame(tree, root).today
+    fields = fx.normalized_brief(P.parse_brief(answer), goal, today)
+    problems = fx.brief_problems(fields, goal, today)
     if problems and strict:
         raise LLMBadOutput("the brief contradicts its goal: " + "; ".join(problems))
     return Brief(node=root.id, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
@@ -291,6 +292,28 @@ def _earlier_attempt(node: NodeView) -> tuple[str, list[str]]:
     return text, list(dict.fromkeys(feedback))
 
 
+def step_window(tree: Tree, node: NodeView) -> tuple[_dt.date, _dt.date] | None:
+    """This step's part of the brief's dates: each split divides its parent's days evenly
+    among its subgoals in their order (a split is ordered as the work is done), so the plan's
+    dates run from the first step to the last instead of bunching at the start."""
+    root = root_of(tree, node)
+    rng = fx.date_range((root.brief or {}).get("dates", ""))
+    if rng is None:
+        return None
+    start, end = rng
+    for n in tree.path(node)[1:]:
+        parent = tree.node(n.parent) if n.parent else None
+        sibs = parent.children if parent else []
+        i = next((k for k, c in enumerate(sibs) if c.id == n.id), None)
+        if i is None:
+            return None
+        days = (end - start).days + 1
+        a = start + _dt.timedelta(days=days * i // len(sibs))
+        b = start + _dt.timedelta(days=days * (i + 1) // len(sibs) - 1)
+        start, end = a, max(a, b)
+    return start, end
+
+
 def execute_req(tree: Tree, node: NodeView, seed: int | None) -> LLMRequest:
     parent = tree.node(node.parent) if node.parent else None
     siblings = parent.children if parent else []
@@ -300,10 +323,13 @@ def execute_req(tree: Tree, node: NodeView, seed: int | None) -> LLMRequest:
     decided = [(c.title, child_answer(c)) for c in siblings
                if c.id != node.id and c.id not in follows_ids and child_answer(c)]
     previous, feedback = _earlier_attempt(node)
+    win = step_window(tree, node)
     return P.execute_request(
         frame(tree, node), path=_above(tree, node), title=node.title, description=node.description,
         parent_split=[c.title for c in siblings], position=position, follows=follows,
         decided=decided, previous=previous, feedback=feedback, seed=seed,
+        window=(win[0].isoformat() if win[0] == win[1] else f"{win[0].isoformat()} to {win[1].isoformat()}")
+        if win else "",
     )
 
 

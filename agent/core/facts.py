@@ -9,6 +9,7 @@ quality benchmark (agent.eval) scores whole plans with the same code.
 
 from __future__ import annotations
 
+import datetime as _dt
 import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
@@ -19,7 +20,7 @@ MONTHS = ("january", "february", "march", "april", "may", "june", "july", "augus
           "september", "october", "november", "december")
 _MONTH_RE = re.compile(
     r"\b(Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
-    r"Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\b\.?(?:\s+(\d{1,2})(?:st|nd|rd|th)?)?"
+    r"Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\b\.?(?:\s+(\d{1,2})(?!\d)(?:st|nd|rd|th)?)?"
     r"(?:,?\s+(\d{4}))?")
 _DAY_MONTH_RE = re.compile(r"\b(\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\b")
 _ISO_DATE_RE = re.compile(r"\b(20\d\d)-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])\b")
@@ -192,14 +193,115 @@ def date_span_days(text: str) -> int | None:
     return None
 
 
-def normalized_brief(brief: Mapping[str, str], goal: str) -> dict[str, str]:
+_MON = r"(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?"
+_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
+# "2 April 2027", "2 April" (its year from the next full date), "April 2, 2027", "1-14 April 2027"
+_DATE_FORMS = (
+    (re.compile(rf"\b{_DAY}\s*(?:-|–|to)\s*{_DAY}\s+(?:of\s+)?{_MON},?\s+(20\d\d)\b"), ("d", "d2", "m", "y")),
+    (re.compile(rf"\b{_MON}\s+{_DAY}\s*(?:-|–|to)\s*{_DAY},?\s+(20\d\d)\b"), ("m", "d", "d2", "y")),
+    (re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MON}(?:,?\s+(20\d\d))?\b"), ("d", "m", "y")),
+    (re.compile(rf"\b{_MON}\s+{_DAY}(?:,?\s+(20\d\d))?\b"), ("m", "d", "y")),
+)
+
+
+def calendar_dates(text: str) -> list["_dt.date"]:
+    """The dates a text names, in order of appearance: ISO (2027-04-02), "2 April 2027",
+    "April 2, 2027", "1-14 April 2027" (both ends); a day and month without a year ("28 March
+    - 10 April 2027") take the year of the next date that has one, a year earlier if that
+    would put them after it. Days that do not exist (31 February) are skipped."""
+    found: list[tuple[int, int, int | None, int]] = []  # (pos, month, year, day)
+    taken: list[tuple[int, int]] = []
+
+    def free(a: int, b: int) -> bool:
+        return not any(a < y and x < b for x, y in taken)
+
+    for m in _ISO_DATE_RE.finditer(text):
+        taken.append(m.span())
+        found.append((m.start(), int(m.group(2)), int(m.group(1)), int(m.group(3))))
+    for rx, names in _DATE_FORMS:
+        for m in rx.finditer(text):
+            if not free(*m.span()):
+                continue
+            g = dict(zip(names, m.groups()))
+            month, year = _month_number(g["m"]), int(g["y"]) if g.get("y") else None
+            taken.append(m.span())
+            found.append((m.start(), month, year, int(g["d"])))
+            if g.get("d2"):
+                found.append((m.start() + 1, month, year, int(g["d2"])))
+    found.sort()
+    out: list[_dt.date] = []
+    for k, (_pos, month, year, day) in enumerate(found):
+        if year is None:
+            nxt = next(((mo, y, d) for _p, mo, y, d in found[k + 1:] if y is not None), None)
+            if nxt is None:
+                continue  # no year anywhere after it: not a date the plan can use
+            year = nxt[1] - (1 if (month, day) > (nxt[0], nxt[2]) else 0)
+        try:
+            out.append(_dt.date(year, month, day))
+        except ValueError:
+            pass
+    return out
+
+
+def date_range(text: str) -> tuple["_dt.date", "_dt.date"] | None:
+    """The first and last full date a text names (one date: a one-day range)."""
+    ds = calendar_dates(text)
+    return (min(ds), max(ds)) if ds else None
+
+
+def settled_dates(dates: str, length: int | None, today: str, goal: str = "") -> str:
+    """The brief's dates as one ISO range the whole plan can divide: from the start it names
+    (never before ``today``, the day the goal was set; the first of a month the goal names if
+    it names no day) to the start plus the plan's length in days. A small model writes one
+    date, today's, or a range that is not the length it states; "" when nothing can be
+    settled (no date and no length)."""
+    try:
+        t = _dt.date.fromisoformat(today) if today else None
+    except ValueError:
+        t = None
+    got = date_range(dates)
+    start = got[0] if got else None
+    if start is None:  # a month and year it names ("May 2027"): from the first
+        named = [(y, m) for y, m in months_in(dates) if y]
+        if named:
+            start = _dt.date(named[0][0], named[0][1], 1)
+    if start is None:
+        months = [m for _y, m in months_in(goal)]
+        if months and t is not None:
+            year = t.year if months[0] >= t.month else t.year + 1
+            start = _dt.date(year, months[0], 1) if (year, months[0]) != (t.year, t.month) else t
+    if start is None or (t is not None and start < t):
+        start = t
+    if start is None:
+        return ""
+    if length:
+        end = start + _dt.timedelta(days=max(1, length) - 1)
+        if got and got[1] > got[0] and 0.8 * length <= (got[1] - got[0]).days + 1 <= 1.25 * length \
+                and got[0] == start:
+            end = got[1]  # its own range, near enough the length: kept as written
+    elif got and got[1] > start:
+        end = got[1]
+    elif got:
+        return start.isoformat()  # one day it names, and no length to reach from it
+    else:
+        return ""  # neither a date nor a length: nothing to settle
+    return f"{start.isoformat()} to {end.isoformat()}"
+
+
+def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> dict[str, str]:
     """The brief with what the goal itself states put back: its length and its currency (a
-    small model writes "14 weeks" for a two-week trip and dollars for a budget in euros)."""
+    small model writes "14 weeks" for a two-week trip and dollars for a budget in euros); and,
+    given ``today``, its dates settled into one range of that length (``settled_dates``)."""
     out = dict(brief)
     said = duration_days(goal)
     mine = duration_days(out.get("duration", ""))
     if said and (not mine or not 0.7 * said <= mine <= 1.3 * said):
         out["duration"] = f"{said} days"
+    if today:
+        settled = settled_dates(out.get("dates", ""), duration_days(out.get("duration", "")) or said,
+                                today, goal)
+        if settled:
+            out["dates"] = settled
     goal_money = money_in(goal)
     if goal_money and len(goal_money[0][1]) == 1:
         code = goal_money[0][1][0]

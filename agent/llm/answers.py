@@ -84,7 +84,7 @@ class Action(Answer):
 
 
 class ExecuteAnswer(Answer):
-    actions: Annotated[list[Action], Field(min_length=3, max_length=5)]
+    actions: Annotated[list[Action], Field(min_length=3, max_length=6)]
 
 
 class Problem(Answer):

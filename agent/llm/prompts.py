@@ -194,8 +194,8 @@ def brief_request(frame: Frame, *, seed: int | None = None) -> LLMRequest:
     lines = [
         "Before the plan is made, settle the working assumptions that every step will follow. "
         "Keep everything the goal says (its length, dates, money, place, people). Where the goal says nothing, choose one realistic, typical value for a person doing "
-        "this goal. duration: how long it takes in all. dates: the start and end date, at least "
-        "four weeks after today (day, month and year). budget: the total amount of money for "
+        "this goal. duration: how long it takes in all. dates: the start and end date (YYYY-MM-DD), "
+        "not before today; for a trip or an event, weeks later, so there is time to book. budget: the total amount of money for "
         "everything and everyone, with its currency, realistic for the goal. currency: the "
         "ISO code of the budget's currency (EUR, USD, JPY, GBP, ...). place: where it happens, "
         "and where the people start from. people: who does it or takes part, and how many. "
@@ -534,8 +534,10 @@ def execute_request(
     previous: str = "",
     feedback: Iterable[str] = (),
     seed: int | None = None,
+    window: str = "",
 ) -> LLMRequest:
-    """``parent_split``: the parent's split in order, this step at ``position`` (1-based);
+    """``window``: this step's part of the brief's dates (agent.behaviour.work.step_window).
+    ``parent_split``: the parent's split in order, this step at ``position`` (1-based);
     ``follows``: (title, result) of the earlier steps this one needs; ``decided``: other
     siblings already done, so this result agrees with them; ``previous`` and ``feedback``: the
     attempt the electors sent back, and why."""
@@ -558,15 +560,19 @@ def execute_request(
     for t, r in decided[:3]:
         lines.append(f"Already decided in another step (agree with it): {_clip(t, 50)}: {_clip(r, 200)}")
     lines.append(f"This step: {_clip(title, TITLE_MAX)}" + (f": {_clip(description, 300)}" if description.strip() else ""))
+    if window:
+        lines.append(f"This step's part of the schedule: {window} (what must be booked, bought or "
+                     "prepared ahead is dated before it)")
     if previous:
         lines.append(f"An earlier version was sent back: {_clip(previous, 400)}")
         if feedback:
             lines.append("Why: " + " | ".join(_clip(f, 160) for f in feedback[:4]))
     lines.append(
-        "Write 3 to 5 actions that carry out this step. do: one short instruction (at most 20 "
+        "Write 4 to 6 actions that carry out this step, in the order they are done. do: one short instruction (at most 20 "
         "words) with the specific choice it makes (the real name of a place, company, product, "
         "service or person, and how many). cost: the amount" + (f" in {currency}" if currency else "") + ", or '' if "
-        "it costs nothing. when: the date, day or deadline, within the brief's dates, or ''. "
+        "it costs nothing. when: the date (YYYY-MM-DD) or deadline, within "
+        + ("this step's part of the schedule" if window else "the brief's dates") + ", or ''. "
         "Instructions only: never 'I' or 'we', never a story of what was done, no "
         "placeholders, nothing that belongs to the other steps."
     )
@@ -574,7 +580,7 @@ def execute_request(
         "path": list(path), "title": title, "description": description,
         "parent_split": parent_split, "position": position,
         "follows": [list(f) for f in follows], "decided": [list(d) for d in decided],
-        "previous": previous, "feedback": feedback,
+        "previous": previous, "feedback": feedback, "window": window,
     }, 0.6, seed)
 
 
@@ -714,9 +720,22 @@ def parse_synthesis(answer: Any, titles: Sequence[str]) -> str:
         rest = k[len(t):].lstrip() if t and k.casefold().startswith(t.casefold()) else ""
         if rest[:1] in (":", "-", "–", "—"):
             k = rest.lstrip(" :-–—")
+        k = _whole(k)
         k = _sentence(k)
         out.append(f"{i}. {t}: {k}" if k else f"{i}. {t}.")
     return "\n".join(out).strip()[:RESULT_MAX]
+
+
+def _whole(text: str) -> str:
+    """A step line cut off by its length bound ("... (3000 EUR; 2026"): back to its last whole
+    sentence, or else without the open bracket it was cut in."""
+    t = text.strip()
+    whole = cut_to_sentence(t)
+    if whole:
+        return whole
+    if t.count("(") > t.count(")"):
+        t = t[:t.rfind("(")].rstrip(" ,;:-")
+    return t
 
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)

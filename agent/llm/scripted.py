@@ -355,13 +355,22 @@ def _execute(ctx: Mapping[str, Any]) -> dict:
     months = [m for m in ("January February March April May June July August September October "
                           "November December").split() if m in str(brief.get("dates", ""))]
     month = months[0] if months else ""
+    from agent.core.facts import date_range
+
+    span = date_range(str(ctx.get("window") or "")) or date_range(str(brief.get("dates", "")))
     h = _hash("execute", title, ctx.get("previous") or "")
     topic = topic_of(title, str(ctx.get("goal", "")))
     actions = []
     for i, (verb, what) in enumerate((("Reserve", "the first option"), ("Pay", "the deposit"),
                                       ("Confirm", "the booking reference"))):
         cost = f"{(h >> (4 * i)) % 400 + 20} {currency}" if i < 2 else ""
-        when = f"{_DAYS[(h >> (8 + 4 * i)) % len(_DAYS)]} {month}".strip() if month else ""
+        if span is not None:  # a day of this step's part of the schedule, as the prompt asks
+            import datetime as _dt
+
+            days = (span[1] - span[0]).days + 1
+            when = (span[0] + _dt.timedelta(days=(h >> (8 + 4 * i)) % days)).isoformat()
+        else:
+            when = f"{_DAYS[(h >> (8 + 4 * i)) % len(_DAYS)]} {month}".strip() if month else ""
         step = _fit(title.split(SEP)[0].strip().lower(), 50)
         actions.append({"do": _fit(f"{verb} {what} for {step} in {topic} with the {topic.title()} Service Desk", 140),
                         "cost": cost, "when": when})

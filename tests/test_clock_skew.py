@@ -1,0 +1,127 @@
+"""Clock offset against the peers: the pure estimator (robust to one liar and to a single
+peer), and the runtime that stamps by it and holds back while its last stamp is still further
+ahead than peers accept. The chaos suite's skew scenarios run it in real processes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+from hypothesis import given, settings, strategies as st
+
+from agent.core.events import Hello, sign_event
+from agent.core.hlc import Timestamp
+from agent.core.skew import SkewEstimator
+from agent.runtime import Runtime, load_identity
+from agent.eventlog import MemoryLog
+from agent.settings import load_settings
+
+T = 1_800_000_000_000
+
+
+def feed(est: SkewEstimator, peer: str, ahead_ms: int, n: int = 5, delay_ms: int = 20) -> None:
+    """``n`` events of ``peer`` reaching us while our clock is ``ahead_ms`` ahead of its."""
+    for k in range(n):
+        at = T + k * 100
+        est.sample(peer, at - ahead_ms - delay_ms - 7 * k, at)  # jittered delays, least 20 ms
+
+
+def test_we_are_ahead_of_every_peer():
+    est = SkewEstimator()
+    for p in "abc":
+        feed(est, p, 30_000)
+    assert 30_000 <= est.ahead_ms(T + 500) <= 30_020
+
+
+def test_one_peer_alone_moves_nothing_nor_does_one_liar_or_one_fast_peer():
+    est = SkewEstimator()
+    feed(est, "a", 30_000)
+    assert est.ahead_ms(T + 500) == 0  # whose clock is wrong? nobody knows
+    for p in "bc":
+        feed(est, p, 0)
+    assert abs(est.ahead_ms(T + 500)) <= 20  # a fast (or lying) peer among honest ones
+    feed(est, "liar", -50_000)
+    assert abs(est.ahead_ms(T + 500)) <= 20
+
+
+def test_peers_not_heard_from_lately_are_forgotten():
+    est = SkewEstimator(window_ms=10_000)
+    for p in "abc":
+        feed(est, p, 30_000)
+    assert est.ahead_ms(T + 20_000) == 0
+    assert est.per_peer_ms(T + 20_000) == {}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-60_000, 60_000), st.integers(3, 9), st.data())
+def test_a_minority_of_liars_cannot_move_the_estimate_far(true_ahead, honest, data):
+    """Honest peers see our true offset plus a delay of at most 200 ms; fewer liars than
+    honest peers, saying anything, move the estimate at most to the honest values' range
+    (or to 0, ourselves)."""
+    est = SkewEstimator()
+    for i in range(honest):
+        d = data.draw(st.integers(0, 200))
+        est.sample(f"h{i}", T - true_ahead - d, T)
+    liars = data.draw(st.integers(0, honest - 1))
+    for i in range(liars):
+        est.sample(f"l{i}", T - data.draw(st.integers(-3_000_000, 3_000_000)), T)
+    got = est.ahead_ms(T)
+    lo, hi = min(0, true_ahead), max(0, true_ahead + 200)
+    assert lo <= got <= hi
+
+
+def peer_hello(who, wall: int) -> bytes:
+    return sign_event(who, Timestamp(wall, 0), Hello(role="scorer", name="peer")).raw
+
+
+def runtime(tmp_path: Path, clock, **kw) -> Runtime:
+    s = load_settings(data_dir=tmp_path, mdns=False, listen_host="127.0.0.1", **kw)
+    return Runtime(s, "executor", identity=load_identity(tmp_path), log=MemoryLog(), clock=clock)
+
+
+async def test_a_fast_runtime_stamps_in_step_once_it_hears_its_peers_and_holds_back_meanwhile(tmp_path):
+    from builders import ident
+
+    now = [T]
+    rt = runtime(tmp_path, lambda: now[0], clock_offset_ms=30_000)  # this host runs 30 s fast
+    first = await rt.publish(Hello(role="executor", name="x"))
+    assert first.hlc.wall == T + 30_000  # nothing heard yet: its own clock
+    for i in range(3):  # three peers on the true clock: their events look 30 s old to it
+        await rt.ingest(peer_hello(ident(f"peer{i}"), T - 15), f"gossip:{i}")
+    rt._correct_clock()
+    assert 29_000 <= rt.correction_ms <= 30_100
+    assert abs(rt.now_ms() - T) <= 1_000
+    # its hello went out stamped 30 s ahead: what it signs now would be held by every peer, so
+    # it waits until that stamp is within half the bound peers accept
+    published: list[int] = []
+
+    async def publish_one():
+        e = await rt.publish(Hello(role="executor", name="x"))
+        published.append(e.hlc.wall)
+
+    async with trio.open_nursery() as n:
+        n.start_soon(publish_one)
+        await trio.sleep(0.3)
+        assert not published, "published while its last stamp was 30 s ahead"
+        now[0] += 29_500  # time passes
+        with trio.fail_after(5):
+            while not published:
+                await trio.sleep(0.05)
+    assert published[0] - rt.now_ms() <= rt.settings.max_ahead_ms
+
+
+async def test_a_slow_runtime_moves_forward_and_releases_what_it_held(tmp_path):
+    from builders import ident
+
+    now = [T]
+    rt = runtime(tmp_path, lambda: now[0], clock_offset_ms=-30_000)  # 30 s slow
+    for i in range(3):
+        await rt.ingest(peer_hello(ident(f"peer{i}"), T - 15), f"gossip:{i}")
+    assert rt.intake.held_count == 3  # 30 s in its future
+    rt._correct_clock()
+    assert -30_100 <= rt.correction_ms <= -29_000
+    for offer in rt.intake.due(rt.now_ms()):
+        rt._took(offer, "due")
+    assert rt.intake.held_count == 0
+    e = await rt.publish(Hello(role="executor", name="x"))
+    assert abs(e.hlc.wall - T) <= 1_000  # stamped in step, not 30 s early
