@@ -125,7 +125,7 @@ def test_checker_catches_a_non_final_decision(monkeypatch):
 
     monkeypatch.setattr("agent.core.plan.tally", decide_on_prevotes)
     base = SimConfig(faults=Faults(slow=0.1, very_slow=0.05, partitions=2))
-    assert _first_failing(base, range(186, 194), "finality") is not None  # 190 (of 40..199) since briefs
+    assert _first_failing(base, range(92, 98), "finality") is not None  # 95 (of 0..99) since step windows
 
 
 def test_checker_catches_a_counted_result_that_changes(monkeypatch):
