@@ -165,6 +165,24 @@ def test_a_revocation_refuses_what_its_peer_stamps_after_it_in_any_order():
     assert {frozenset(p.events) for p in plans} == {frozenset(plans[0].events)}
 
 
+def test_a_goal_may_not_name_an_elector_revoked_before_it_in_any_order():
+    """A decommissioned scorer keeps its filed hello (and a credential valid for months): the
+    revocation, not the credential, is what takes it out of later electorates."""
+    rev = revoke(S[2].peer_id, 100)
+    late = goal(U, wall=150)  # names S[2], revoked at 100
+    early = goal(U, wall=50, title="named before the revocation")
+    evs = hellos() + [early, late, rev]
+    for order in (evs, evs[::-1], [rev] + evs[:-1]):
+        p = fold(order, membership())
+        assert early.id in p and late.id not in p
+    assert refused(mplan(*hellos(), rev), late) is Reason.BAD_ELECTORATE
+    # a revocation arriving after the goal was filed takes the goal out again
+    plan = mplan(*hellos(), late)
+    assert late.id in plan
+    out = plan.apply(rev)
+    assert late.id not in plan and late.id in {e.id for e, _ in out.dropped}
+
+
 def test_a_late_revocation_folds_the_plan_again_and_drops_what_depended_on_the_revoked():
     g = goal(U, wall=10, max_depth=1)
     bad = proposal(D, g.id, ["Tokyo", "Kyoto"], wall=300)  # stamped after the revocation

@@ -23,12 +23,14 @@ SHAPE = dict(decomposers=1, scorers=3, executors=1, max_depth=2, max_children=3)
 
 MONTHS = re.compile(r"\b(January|February|March|April|May|June|July|August|September|October|"
                     r"November|December)\b")
+ISO_MONTH = re.compile(r"\b\d{4}-\d{2}-(\d{2})\b")
 
 
 def undated(text):
     """The scripted answers name dates from the brief, which starts from the goal's own clock
-    (the simulator's epoch, or today): the months differ between the runs, nothing else may."""
-    return MONTHS.sub("<month>", text) if text else text
+    (the simulator's epoch, or today): the year and month differ between the runs, nothing
+    else may (the day of the month stays: it comes from the step's part of the schedule)."""
+    return ISO_MONTH.sub(r"<year-month>-\1", MONTHS.sub("<month>", text)) if text else text
 
 
 def structure(plan):

@@ -14,7 +14,7 @@ whose credential grants the event's kind:
   wait ends (``agent.core.intake``): credentials only ever add what is allowed, so the outcome
   for a whole set of events never depends on the order they came in;
 - a goal's electorate must be credentialed scorers at the goal's stamp (it waits likewise,
-  then ``bad_electorate``);
+  then ``bad_electorate``), none of them revoked at or before it (``bad_electorate`` at once);
 - a **revocation** (``events.Revoke``, signed by the authority) refuses every event its peer
   stamped at or after the revocation's own stamp. One may arrive after such events were
   filed: the plan then folds its events again from scratch (``Plan.refold``), so the result
@@ -166,6 +166,9 @@ class Members:
             return MEMBER_KEY + ev.author
         if isinstance(b, Goal):
             for elector in b.params.electorate:
+                if self.revoked_at(elector, _stamp(ev)):
+                    raise Rejected(Reason.BAD_ELECTORATE, f"elector {elector[-8:]} was revoked before the "
+                                                          "goal was stamped")
                 if self.covering(elector, {"scorer"}, ev.hlc.wall) is None:
                     return MEMBER_KEY + elector
         return None

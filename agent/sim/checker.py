@@ -192,7 +192,8 @@ class Checker:
                 self.fail("membership", f"{a.name} filed a {ev.type} from {ev.author[-6:]}, whose credentials "
                                         f"do not grant it")
             if ev.type == "goal":
-                stray = [e for e in ev.body.params.electorate if m.covering(e, {"scorer"}, ev.hlc.wall) is None]
+                stray = [e for e in ev.body.params.electorate
+                         if m.covering(e, {"scorer"}, ev.hlc.wall) is None or m.revoked_at(e, stamp)]
                 if stray:
                     self.fail("electorate", f"{a.name} filed a goal naming {len(stray)} uncredentialed electors")
         self._admitted[key] = len(events)
