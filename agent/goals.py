@@ -3,6 +3,9 @@ submitter knows), validated; shared by `submit` and the observer's web form."""
 
 from __future__ import annotations
 
+import re
+import unicodedata
+
 import trio
 
 from agent.core.events import Goal, PlanParams
@@ -27,14 +30,29 @@ class GoalTextError(ValueError):
         self.field = field
 
 
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+
+
+def _visible(text: str, keep: str = "") -> str:
+    """``text`` without terminal escape sequences and invisible characters (control and format
+    characters such as a zero-width space), which would reach every peer's log and page."""
+    text = _ANSI.sub("", text)
+    return "".join(ch for ch in text if ch in keep or unicodedata.category(ch) not in ("Cc", "Cf"))
+
+
 def check_goal_text(title: object, description: object = "") -> tuple[str, str]:
-    """The goal's title (whitespace runs folded to one space) and description (stripped), or
-    GoalTextError: empty or blank, too long, not text. Checked before anything joins the
-    swarm, so a refused goal costs nothing and publishes nothing."""
-    if not isinstance(title, str) or not title.strip():
+    """The goal's title (whitespace runs folded to one space) and description (stripped), both
+    without terminal escapes and invisible characters, or GoalTextError: empty, blank or no
+    word at all, too long, not text. Checked before anything joins the swarm, so a refused
+    goal costs nothing and publishes nothing."""
+    if isinstance(title, str):
+        title = " ".join(_visible(title, keep=" \t\n\u200c\u200d").split())
+    if not isinstance(title, str) or not title:
         raise GoalTextError("title", "the goal is empty: write what to plan, e.g. "
                                      "'Plan a two-week trip to Japan'")
-    title = " ".join(title.split())
+    if not any(unicodedata.category(ch)[0] in "LN" for ch in title):
+        raise GoalTextError("title", f"the goal {title!r} has no word in it: write what to plan, e.g. "
+                                     "'Plan a two-week trip to Japan'")
     if len(title) > TITLE_MAX:
         raise GoalTextError("title", f"the goal is {len(title):,} characters; at most {TITLE_MAX} "
                                      "(put the details in the description)")
@@ -42,7 +60,7 @@ def check_goal_text(title: object, description: object = "") -> tuple[str, str]:
         description = ""
     if not isinstance(description, str):
         raise GoalTextError("description", "the description must be text")
-    description = description.strip()
+    description = _visible(description, keep="\t\n\u200c\u200d").strip()
     if len(description) > DESCRIPTION_MAX:
         raise GoalTextError("description", f"the description is {len(description):,} characters; "
                                            f"at most {DESCRIPTION_MAX:,}")

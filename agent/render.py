@@ -59,10 +59,27 @@ def md_escape(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
 
 
+_LIST_MARK = re.compile(r"^((?:[-+]|\d{1,3}[.)])\s+)?(.*)$")
+_LINE_START = re.compile(r"^([-+=])|^(\d+)([.)])")  # a rule, setext underline or list marker of its own
+
+
+def md_block(text: str) -> str:
+    """Text an LLM wrote (a result, an answer) as Markdown that keeps its lines and its list
+    items ("- ...", "1. ..."), everything else escaped as ``md_escape`` does: no tag, link,
+    image or emphasis of its own survives, and no line becomes a heading, rule or code block."""
+    out = []
+    for line in str(text).splitlines():
+        lead, rest = _LIST_MARK.match(line.strip()).groups()
+        rest = _LINE_START.sub(lambda m: "\\" + m[1] if m[1] else m[2] + "\\" + m[3],
+                               _MD_SPECIAL.sub(r"\\\1", rest.strip()))
+        out.append((lead or "") + rest)
+    return "\n".join(out).strip()
+
+
 def _text(value: Any) -> str:
     if isinstance(value, Mapping):
         value = value.get("output") or value.get("text")
-    return str(value or "").strip()
+    return md_block(str(value or "").strip())
 
 
 BRIEF_LABELS = {"duration": "Duration", "dates": "Dates", "budget": "Budget", "currency": "Currency",

@@ -41,6 +41,9 @@ def one_line_error(r: subprocess.CompletedProcess) -> str:
 BEFORE_JOINING = {  # argv -> (what the message says, exit code)
     "empty": (["submit", ""], "the goal is empty", 2),
     "spaces": (["submit", "   \t  "], "the goal is empty", 2),
+    "invisible": (["submit", "\u200b\u2060\ufeff \u200b"], "the goal is empty", 2),
+    "escapes only": (["submit", "\x1b[31m\x1b[0m\x1b]0;title\x07"], "the goal is empty", 2),
+    "no word": (["submit", "?!? ..."], "has no word in it", 2),
     "too long": (["submit", "x" * 201], "the goal is 201 characters; at most 200", 2),
     "long description": (["submit", "Plan a trip", "--description", "y" * 2001],
                          "the description is 2,001 characters; at most 2,000", 2),
@@ -161,3 +164,13 @@ def test_a_strangers_submit_says_the_handshake_was_refused(tmp_path):
     stored = [decode_event(ln) for ln in (member / "events.jsonl").read_bytes().splitlines() if ln]
     assert {e.author for e in stored} <= {load_identity(member).peer_id}, "a stranger's event was stored"
     assert not any(e.body.type == "goal" for e in stored)
+
+
+def test_a_goal_keeps_its_words_and_loses_escapes_and_invisible_characters():
+    from agent.goals import check_goal_text
+
+    title, description = check_goal_text("Plan\u200b a \x1b[1mtrip\x1b[0m to\tJapan",
+                                         "Two weeks.\x1b[2J\nRail pass\u200b only.")
+    assert (title, description) == ("Plan a trip to Japan", "Two weeks.\nRail pass only.")
+    assert check_goal_text("می\u200cخواهم سفر کنم")[0] == "می\u200cخواهم سفر کنم"  # a joiner is spelling
+    assert check_goal_text("日本旅行を計画する")[0] == "日本旅行を計画する"

@@ -102,6 +102,7 @@ def test_agent_environment_defaults():
         assert env["SWARM_LLM"] == "ollama", n
         # passed through from the caller when set; never an empty string (invalid integer)
         assert "SWARM_QUORUM" in env and env["SWARM_QUORUM"] is None, n
+        assert "SWARM_SCRIPTED_LATENCY" in env and env["SWARM_SCRIPTED_LATENCY"] is None, n  # make chaos' advice
         # the private-network key: passed through from the caller or .env, unset otherwise
         assert "SWARM_KEY" in env and env["SWARM_KEY"] is None, n
         assert env["SWARM_LLM_TIMEOUT"] == "600", n

@@ -86,3 +86,22 @@ def test_markup_in_titles_stays_text():
     assert "&amp;amp;" in html  # an entity in a title is shown as typed
     assert md_escape("plain words, a-b 3.5") == "plain words, a-b 3.5"  # plain text untouched
     assert md_escape("two\nlines") == "two lines"  # a title never breaks out of its heading
+
+
+def test_markup_in_results_and_answers_stays_text_and_their_lists_stay_lists():
+    """A result is an LLM's text (or a member's): its bullets and numbered steps render as
+    lists, but no tag, link, image, emphasis, heading or rule of its own."""
+    from markdown_it import MarkdownIt
+
+    evil = ("- Book <img src=x onerror=alert(1)> at [the inn](javascript:alert(1)) (120 EUR; 2027-02-01)\n"
+            "- **Pay** the _deposit_ `now`\n# Not a heading\n---\n    not code\n2027. the year, no list\n"
+            "<script>alert(3)</script>")
+    doc = markdown_from_json({"title": "Goal", "result": {"output": "1. First <b>step</b>\n2. Second"},
+                              "children": [{"title": "A", "result": {"output": evil}, "children": []}]})
+    html = MarkdownIt("commonmark").render(doc)
+    for tag in ("<img", "<script", "<b>", "<a ", "<strong>", "<em>", "<code>", "<hr", "<pre"):
+        assert tag not in html, (tag, html)
+    assert html.count("<h1>") == 1 and html.count("<h3>") == 1  # the goal and step 1 only
+    assert "<ol>\n<li>First &lt;b&gt;step&lt;/b&gt;</li>\n<li>Second</li>\n</ol>" in html
+    assert "<li>Book &lt;img src=x onerror=alert(1)&gt; at [the inn](javascript:alert(1)) (120 EUR; 2027-02-01)</li>" in html
+    assert "2027. the year, no list" in html and "# Not a heading" in html

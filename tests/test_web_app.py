@@ -77,6 +77,8 @@ def test_form_fields_are_checked_with_clear_messages():
     assert parse_goal_form({"title": "Plan"}, s)["depth"] == s.max_depth  # defaults from settings
     cases = {
         "the goal is empty": {"title": "   "},
+        "the goal is empty: write": {"title": "\u200b\x1b[0m\u2060"},
+        "has no word in it": {"title": "---"},
         "at most 200": {"title": "x" * 201},
         "description is": {"title": "Plan", "description": "y" * 2001},
         "depth must be between 0 and 6": {"title": "Plan", "depth": 7},
@@ -301,3 +303,37 @@ async def test_the_page_submits_only_if_its_agent_may_submit(tmp_path):
         nursery.cancel_scope.cancel()
     assert r.status_code == 403 and "may not submit" in r.json()["error"], r.text
     assert not rt.plan.goals
+
+
+async def test_include_me_needs_the_scorer_role_where_there_is_an_authority(tmp_path):
+    """A page that may submit but not score asks to be an elector: a one-line refusal naming
+    what its credential grants, nothing published; the same goal without it goes out."""
+    import time as _time
+
+    from agent.core.membership import Membership, issue_credential
+    from builders import AUTHORITY, SWARM, member_hello
+
+    s = load_settings(data_dir=tmp_path, mdns=False, web_port=0, web_host="127.0.0.1", web_throttle=0.05,
+                      startup_sync=0.1, scorers=3, swarm=SWARM, authority=AUTHORITY.peer_id)
+    me = load_identity(tmp_path)
+    now = _time.time_ns() // 1_000_000
+    cred = issue_credential(AUTHORITY, me.peer_id, ["observer", "submitter"], SWARM, now - 60_000, now + 3_600_000)
+    rt = Runtime(s, "observer", identity=me, log=MemoryLog(), net=LoneNet(),
+                 membership=Membership(AUTHORITY.peer_id, SWARM), credential=cred)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(rt.run)
+        for sc in SCORERS:
+            rel = now - 1767225600000  # builders' stamps count from 2026-01-01
+            assert await rt.ingest(member_hello(sc, "scorer", wall=rel - 1000, issued=rel - 60_000,
+                                                expires=rel + 3_600_000).raw, "test")
+        url = await nursery.start(serve_web, rt.settings, rt)
+        async with client(url) as c:
+            refused = await c.post("/api/goals", json={"title": "Plan a trip", "include_me": True})
+            assert not rt.plan.goals
+            ok = await c.post("/api/goals", json={"title": "Plan a trip"})
+        nursery.cancel_scope.cancel()
+    assert refused.status_code == 403, refused.text
+    err = refused.json()
+    assert err["field"] == "include_me" and "not scorer" in err["error"] and "\n" not in err["error"]
+    assert ok.status_code == 200 and not ok.json()["counted"], ok.text
+    assert len(rt.plan.goals) == 1

@@ -48,6 +48,7 @@ from agent.goals import (
 )
 from agent.supervise import supervise
 from agent.core.events import BRIEF_FIELDS, Brief, Goal, PlanParams, canonical
+from agent.core.reasons import Rejected
 from agent.driver import Driver
 from agent.render import markdown_plan
 from agent.runtime import NotMember, Runtime
@@ -362,6 +363,12 @@ class Web:
             except SubmitError as exc:
                 raise FormError(None, f"{exc}. Nothing was published.", 503) from None
             if form["include_me"] and self.rt.me not in electorate:
+                cred = self.rt.credential
+                if self.rt.membership is not None and cred is not None and "scorer" not in cred.roles:
+                    raise FormError("include_me", "You cannot be one of the electors: this page's credential "
+                                                  f"grants {', '.join(cred.roles)}, not scorer. Untick 'include "
+                                                  "me', or issue the page a credential with the scorer role. "
+                                                  "Nothing was published.", 403)
                 electorate = electorate + [self.rt.me]
             n = len(electorate)
             q = form["quorum"]
@@ -385,6 +392,10 @@ class Web:
             self.rt.log.warning("web: goal not published", error=str(exc)[:200])
             return self._error(FormError(None, f"This page's agent may not submit goals ({exc}). "
                                                "Nothing was published.", 403))
+        except Rejected as exc:  # our own fold refuses it: what every peer would do
+            self.rt.log.warning("web: goal not published", reason=exc.reason.value, error=str(exc)[:200])
+            return self._error(FormError(None, f"The swarm's rules refuse this goal ({exc}). "
+                                               "Nothing was published.", 409))
         self.submitted += 1
         p = body.params
         self.rt.log.info("web: goal submitted", event_id=ev.id, electorate=len(p.electorate), quorum=p.quorum,
