@@ -182,7 +182,23 @@ def bench(
 
 
 def main() -> None:
-    app()
+    """The CLI, with a mistyped option or value reported as every other bad input is: one
+    line on stderr (what is wrong, where to look), exit 2; no usage box."""
+    try:
+        code = app(standalone_mode=False)
+    except typer.TyperException as exc:  # the CLI library's usage errors (bad option, value, argument)
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `python -m agent`: the help, as always
+            app()
+        ctx = getattr(exc, "ctx", None)
+        where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        fmt = getattr(exc, "format_message", None)
+        message = " ".join((fmt() if fmt else str(exc)).split())
+        err.print(Text.assemble(("error:", "red"), f" {message}{where}"), soft_wrap=True, highlight=False)
+        sys.exit(getattr(exc, "exit_code", 2))
+    except typer.Abort:
+        sys.exit(130)
+    if isinstance(code, int):
+        sys.exit(code)
 
 
 def _fail(message: str, code: int) -> NoReturn:

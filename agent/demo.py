@@ -17,6 +17,7 @@ from rich.console import Console
 
 from agent.behaviour.work import DEFAULT_STRATEGIES
 from agent.goals import plan_params
+from agent.procs import die_with_parent
 from agent.core.events import Goal
 from agent.progress import PlanProgress
 from agent.core.identity import Identity
@@ -167,18 +168,6 @@ def llm_used(log_dir: Path) -> str:
     return ", ".join(sorted(seen)) or "unknown"
 
 
-def _die_with_parent() -> None:
-    """In the child, before exec: SIGTERM when the demo dies, however it dies (kill -9
-    included), so no agent outlives it holding its ports. Linux only; elsewhere a no-op."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def start_one(cfg: DemoConfig, c: Child, children: list[Child], log_dir: Path) -> None:
     idx = int(c.name.rsplit("-", 1)[1]) - 1
     fh = open(log_dir / f"{c.name}.log", "ab")
@@ -187,7 +176,7 @@ def start_one(cfg: DemoConfig, c: Child, children: list[Child], log_dir: Path) -
     c.proc = subprocess.Popen(
         [sys.executable, "-m", "agent", "run"], env=child_env(cfg, c, children, idx),
         stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        preexec_fn=die_with_parent(),
     )
     fh.close()
 
@@ -345,7 +334,7 @@ def start_shared_server(cfg: DemoConfig, root: Path, console: Console):
     console.print(f"starting one shared LLM server ({model}); log in {root / 'logs' / 'llm-server.log'}",
                   highlight=False, markup=False)
     srv = spawn_server(log_path=root / "logs" / "llm-server.log", key_file=root / "llm-server.key",
-                       model=model, parallel=cfg.llm_parallel)
+                       model=model, parallel=cfg.llm_parallel, die_with_parent=True)
     env = srv.env()
     # one server for every agent: a request may wait behind one of every other agent
     env.setdefault("SWARM_LLM_TIMEOUT", os.environ.get("SWARM_LLM_TIMEOUT", "600"))

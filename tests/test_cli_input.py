@@ -104,8 +104,7 @@ def test_demo_choices_are_refused_before_anything_starts(tmp_path):
     out = tmp_path / "demo"
     r = agent("demo", "--llm", "foo", "--out-dir", str(out), cwd=tmp_path)
     assert r.returncode == 2
-    assert "'foo' is not one of 'auto', 'ollama', 'llamacpp', 'openai', 'scripted'" in " ".join(
-        r.stderr.replace("│", " ").split())
+    assert "'foo' is not one of 'auto', 'ollama', 'llamacpp', 'openai', 'scripted'" in one_line_error(r)
     assert not out.exists() and not (tmp_path / "out").exists()  # no agent, no directory
     r = agent("demo", "--model", "gpt-9", "--out-dir", str(out), cwd=tmp_path)
     assert r.returncode == 2 and "neither an embedded model" in one_line_error(r)
@@ -174,3 +173,26 @@ def test_a_goal_keeps_its_words_and_loses_escapes_and_invisible_characters():
     assert (title, description) == ("Plan a trip to Japan", "Two weeks.\nRail pass only.")
     assert check_goal_text("می\u200cخواهم سفر کنم")[0] == "می\u200cخواهم سفر کنم"  # a joiner is spelling
     assert check_goal_text("日本旅行を計画する")[0] == "日本旅行を計画する"
+
+
+USAGE_ERRORS = {  # argv -> what the one line says
+    "unknown option": (["demo", "--nope"], "No such option: --nope"),
+    "bad number": (["demo", "--scorers", "x"], "Invalid value for '--scorers'"),
+    "missing goal": (["submit"], "Missing argument 'goal'"),
+    "missing command": (["credential"], "Missing command"),
+}
+
+
+@pytest.mark.parametrize("case", list(USAGE_ERRORS), ids=list(USAGE_ERRORS))
+def test_a_mistyped_command_line_gets_one_line_and_exit_2(case, tmp_path):
+    argv, message = USAGE_ERRORS[case]
+    r = agent(*argv, cwd=tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    line = one_line_error(r)
+    assert message in line and "--help' )" not in line and "--help')" in line, line
+
+
+def test_help_and_no_arguments_still_show_the_help(tmp_path):
+    assert agent("demo", "--help", cwd=tmp_path).returncode == 0
+    r = agent(cwd=tmp_path)
+    assert r.returncode == 2 and "Usage: python -m agent" in r.stdout + r.stderr

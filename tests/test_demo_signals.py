@@ -126,3 +126,78 @@ def test_the_agents_die_with_a_demo_that_is_killed_outright(tmp_path):
         finally:
             for q in agents_of(out):
                 os.kill(q, signal.SIGKILL)
+
+
+# ----------------------------------------------------------------- the shared LLM server
+def servers_with(key_file: Path) -> list[int]:
+    """Pids of live `serve-llm` processes using ``key_file``."""
+    want = str(key_file).encode()
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+            state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and b"serve-llm" in argv and want in argv:
+            found.append(int(d.name))
+    return found
+
+
+needs_local_llm = pytest.mark.skipif(
+    __import__("importlib").util.find_spec("xllamacpp") is None, reason="the local-llm extra is not installed")
+
+
+@needs_local_llm
+def test_the_shared_llm_server_dies_with_a_demo_that_is_killed_outright(tmp_path):
+    out = tmp_path / "demo"
+    log = tmp_path / "demo.out"
+    argv = demo_argv(out)
+    argv[argv.index("scripted")] = "llamacpp"
+    argv += ["--model", "smollm2-135m"]
+    with open(log, "wb") as fh:
+        p = subprocess.Popen(argv, env=env(), stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            wait_for(lambda: "LLM server up" in log.read_text(errors="replace"), 120, "the shared server up")
+            [server] = servers_with(out / "llm-server.key")
+            p.kill()
+            p.wait(timeout=10)
+            wait_for(lambda: not servers_with(out / "llm-server.key"), 30, "the server gone with the demo")
+            try:
+                wait_for(lambda: not agents_of(out), 20, "every agent gone after the demo was killed")
+            except AssertionError:
+                left = {q: Path(f"/proc/{q}/cmdline").read_bytes() for q in agents_of(out)}
+                raise AssertionError(f"left running: {left}") from None
+        finally:
+            for q in agents_of(out) + servers_with(out / "llm-server.key"):
+                os.kill(q, signal.SIGKILL)
+            if p.poll() is None:
+                p.kill()
+
+
+@needs_local_llm
+def test_an_interruption_while_the_server_loads_its_model_stops_the_server(tmp_path):
+    """Ctrl-C (or the demo's SIGTERM, turned into one) lands while `spawn_server` waits for
+    the model to load: the server is stopped before the interruption goes on."""
+    import threading
+
+    from agent.llm.server import spawn_server
+
+    key_file = tmp_path / "key"
+    seen: list[int] = []
+
+    def interrupt_once_it_runs() -> None:
+        seen.extend(wait_for(lambda: servers_with(key_file), 60, "the server process"))
+        os.kill(os.getpid(), signal.SIGINT)  # before its first line: Python is still importing
+
+    t = threading.Thread(target=interrupt_once_it_runs, daemon=True)
+    t.start()
+    with pytest.raises(KeyboardInterrupt):
+        spawn_server(log_path=tmp_path / "server.log", key_file=key_file, model="smollm2-135m",
+                     parallel=1, threads=1, ctx=512, timeout=60)
+    t.join(5)
+    assert seen and not servers_with(key_file)
+    assert all(not Path(f"/proc/{pid}").exists() or
+               Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z" for pid in seen)

@@ -38,6 +38,7 @@ from typing import Any
 import structlog
 import trio
 
+from agent import procs
 from agent.llm import models
 from agent.llm.base import LLMUnavailable, ModelMissing
 
@@ -380,9 +381,12 @@ class ServerProcess:
 def spawn_server(*, log_path: Path, key_file: Path, model: str | None = None, port: int = 0,
                  parallel: int | None = None, threads: int | None = None, ctx: int | None = None,
                  extra_args: list[str] | None = None, env: dict[str, str] | None = None,
-                 timeout: float = 300.0) -> ServerProcess:
+                 timeout: float = 300.0, die_with_parent: bool = False) -> ServerProcess:
     """Start ``serve-llm`` and wait for the base URL it prints (``LLMUnavailable`` with its
-    log's tail if it exits or says nothing within ``timeout``)."""
+    log's tail if it exits or says nothing within ``timeout``). Interrupted while it loads the
+    model (Ctrl-C, a signal turned into an exception), it stops the server before passing the
+    interruption on. ``die_with_parent``: the server also gets SIGTERM when this process dies
+    (``agent.procs``; call from the main thread then)."""
     args = [sys.executable, "-m", "agent", "serve-llm", "--port", str(port), "--key-file", str(key_file)]
     for flag, value in (("--model", model), ("--parallel", parallel), ("--threads", threads),
                         ("--ctx", ctx)):
@@ -392,13 +396,23 @@ def spawn_server(*, log_path: Path, key_file: Path, model: str | None = None, po
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log_fh:
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log_fh, stdin=subprocess.DEVNULL,
-                                env=env, start_new_session=True)
-    assert proc.stdout is not None
+                                env=env, start_new_session=True,
+                                preexec_fn=procs.die_with_parent() if die_with_parent else None)
     box: list[str] = []
-    reader = threading.Thread(target=lambda: box.append(proc.stdout.readline().decode().strip()),
-                              daemon=True)
-    reader.start()
-    reader.join(timeout)
+    try:
+        assert proc.stdout is not None
+        reader = threading.Thread(target=lambda: box.append(proc.stdout.readline().decode().strip()),
+                                  daemon=True)
+        reader.start()
+        reader.join(timeout)
+    except BaseException:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
     url = box[0] if box else ""
     if not url.startswith("http"):
         if proc.poll() is None:
