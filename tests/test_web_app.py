@@ -18,6 +18,7 @@ from agent.eventlog import MemoryLog
 from agent.runtime import Runtime, load_identity
 from agent.settings import load_settings
 from agent.web.server import FormError, is_loopback, page_token, parse_goal_form, serve_web
+from agent.web.view import members_view
 from builders import hello, ident
 
 SCORERS = [ident(f"s{i}") for i in range(3)]
@@ -337,3 +338,27 @@ async def test_include_me_needs_the_scorer_role_where_there_is_an_authority(tmp_
     assert err["field"] == "include_me" and "not scorer" in err["error"] and "\n" not in err["error"]
     assert ok.status_code == 200 and not ok.json()["counted"], ok.text
     assert len(rt.plan.goals) == 1
+
+
+def test_the_peer_list_shows_each_clock_against_the_swarms(tmp_path):
+    """Lags are our clock minus a peer's stamps (delay included): a peer whose events arrive
+    30 s 'before' they were stamped is 30 s ahead; the list carries it, and our own offset."""
+    from agent.web.hub import Hub
+    from agent.web.view import clock_offsets
+
+    assert clock_offsets({"a": -30_000, "b": 40, "c": 60}, 0) == {"a": 30_000, "b": -40, "c": -60}
+    assert clock_offsets({"a": 5_000}, 5_000) == {"a": 0}  # we are the one 5 s ahead, not a
+
+    rt = make_observer(tmp_path)
+    fast, slow = SCORERS[0].peer_id, SCORERS[1].peer_id
+    local = rt.local_ms()
+    for i in range(3):  # three peers on time, one 30 s ahead
+        rt.skew.sample(fast, local + 30_000 + i, local + i)
+        for sc in SCORERS[1:]:
+            rt.skew.sample(sc.peer_id, local - 50, local)
+    clocks = Hub(rt, connected=lambda: [fast, slow])._clocks()
+    assert abs(clocks[fast] - 30_000) <= 500 and abs(clocks[slow]) <= 500 and clocks[rt.me] == 0
+    tree = rt.tree()
+    view = members_view(tree, {}, [fast, slow], rt.me, clocks)
+    got = {m["peer"]: m["clock_ms"] for m in view}
+    assert got[fast] == clocks[fast] and got[slow] == clocks[slow]

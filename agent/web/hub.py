@@ -25,7 +25,7 @@ import trio
 from agent.core.tree import Tree
 from agent.runtime import Runtime
 
-from .view import Names, members_view, nodes_view
+from .view import Names, clock_offsets, members_view, nodes_view
 
 QUEUE_LIMIT = 64
 
@@ -124,10 +124,21 @@ class Hub:
             "digest": tree.digest,
             "counts": tree.counts(),
             "goals": [r.id for r in tree.roots],
-            "members": members_view(tree, self.names.update(plan), self._connected(), self.rt.me),
+            "members": members_view(tree, self.names.update(plan), self._connected(), self.rt.me,
+                                    self._clocks()),
             "events": len(plan),
             **self.static_meta,
         }
+
+    def _clocks(self) -> dict[str, int]:
+        skew = getattr(self.rt, "skew", None)
+        if skew is None:
+            return {}
+        local = self.rt.local_ms()
+        ahead = skew.ahead_ms(local)
+        # to half a second: finer changes are delay noise, and each change re-sends the list
+        return {p: 500 * round(v / 500) for p, v in {**clock_offsets(skew.per_peer_ms(local), ahead),
+                                                      self.rt.me: ahead}.items()}
 
     def refresh(self) -> bool:
         """Rebuild the view; push what changed. Returns whether anything did."""

@@ -155,14 +155,28 @@ class Names:
         return self.names
 
 
-def members_view(tree: Tree, names: dict[str, str], connected: list[str], me: str) -> list[dict[str, Any]]:
+def clock_offsets(lags: dict[str, int], ahead_ms: int) -> dict[str, int]:
+    """Each peer's clock against the swarm's (ms, positive: ahead), from our least lag to it
+    (``SkewEstimator.per_peer_ms``: our clock minus its stamps, delay included) and our own
+    offset to the swarm: a peer whose stamps arrive 30 s 'early' is 30 s ahead."""
+    return {peer: ahead_ms - lag for peer, lag in lags.items()}
+
+
+def members_view(tree: Tree, names: dict[str, str], connected: list[str], me: str,
+                 clocks: dict[str, int] | None = None) -> list[dict[str, Any]]:
+    """The peer list: roles, names, whether connected, and each one's clock against the swarm's
+    (``clock_ms``; None when not heard from within the estimate's window). ``clocks`` may name
+    ``me`` too: our own offset."""
+    clocks = clocks or {}
     live = set(connected)
-    out = [{"peer": peer, "roles": sorted(roles), "name": names.get(peer, ""), "connected": peer in live}
+    out = [{"peer": peer, "roles": sorted(roles), "name": names.get(peer, ""), "connected": peer in live,
+            "clock_ms": clocks.get(peer)}
            for peer, roles in sorted(tree.members.items())]
     known = set(tree.members)
     # peers connected that never announced a role (an observer, a submitter, another page)
-    out += [{"peer": p, "roles": [], "name": "", "connected": True} for p in sorted(live - known) if p != me]
+    out += [{"peer": p, "roles": [], "name": "", "connected": True, "clock_ms": clocks.get(p)}
+            for p in sorted(live - known) if p != me]
     return out
 
 
-__all__ = ["LEAF", "NIL", "Names", "members_view", "node_view", "nodes_view"]
+__all__ = ["LEAF", "NIL", "Names", "clock_offsets", "members_view", "node_view", "nodes_view"]

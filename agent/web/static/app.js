@@ -246,6 +246,14 @@ document.addEventListener("keydown", (e) => {
   if (next) { next.focus(); select(next.dataset.id); }
 });
 
+// a clock more than a second off the swarm's: its stamps are held or its claims come late
+function clockNote(m) {
+  if (m.clock_ms === null || m.clock_ms === undefined || Math.abs(m.clock_ms) < 1000) return null;
+  const s = (m.clock_ms / 1000).toFixed(1);
+  return h("span", {class: "clock-off", title: "this peer's clock against the swarm's, estimated from the stamps of its events",
+                    text: ` clock ${m.clock_ms > 0 ? "+" + s : s} s`});
+}
+
 function renderPeers() {
   const roles = ["decomposer", "scorer", "executor", "observer", "submitter", ""];
   const box = $("#peers");
@@ -257,7 +265,9 @@ function renderPeers() {
       h("h3", {text: `${r ? r[0].toUpperCase() + r.slice(1) + "s" : "Other peers"} (${live} connected of ${ms.length})`}),
       h("ul", {}, ms.map((m) => h("li", {class: m.connected ? "peer on" : "peer off", title: m.peer},
         h("span", {class: "dot", "aria-hidden": "true"}),
-        `${m.name || shortId(m.peer)} `, h("span", {class: "muted", text: m.connected ? "connected" : "not connected"})))));
+        `${m.name || shortId(m.peer)}${m.peer === S.meta.me ? " (this page)" : ""} `,
+        h("span", {class: "muted", text: m.connected ? "connected" : (m.peer === S.meta.me ? "" : "not connected")}),
+        clockNote(m)))));
   }).filter(Boolean);
   box.replaceChildren(...(groups.length ? groups : [h("p", {class: "muted", text: "No peer yet."})]));
 }
