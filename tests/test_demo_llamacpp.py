@@ -22,7 +22,7 @@ def test_demo_on_embedded_model_completes_a_small_plan(tmp_path):
     env = {**os.environ, "SWARM_LOG_LEVEL": "debug"}
     p = subprocess.run(
         [sys.executable, "-m", "agent", "demo", "Plan a two-week trip to Japan", "--llm", "llamacpp",
-         "--model", "smollm2-135m", "--max-depth", "1", "--max-children", "3", "--timeout", "600", "--out-dir", str(tmp_path)],
+         "--model", "smollm2-135m", "--max-depth", "1", "--max-children", "2", "--timeout", "600", "--out-dir", str(tmp_path)],
         capture_output=True, text=True, timeout=800, env=env,
     )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
