@@ -180,24 +180,36 @@ def test_the_shared_llm_server_dies_with_a_demo_that_is_killed_outright(tmp_path
 @needs_local_llm
 def test_an_interruption_while_the_server_loads_its_model_stops_the_server(tmp_path):
     """Ctrl-C (or the demo's SIGTERM, turned into one) lands while `spawn_server` waits for
-    the model to load: the server is stopped before the interruption goes on."""
+    the model to load: the server is stopped before the interruption goes on. The server's
+    start is held for 60 s (a sitecustomize that sleeps), so the interruption always lands
+    while it loads, however fast the machine loads the tiny model."""
     import threading
 
     from agent.llm.server import spawn_server
 
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text("import time\ntime.sleep(60)\n")
     key_file = tmp_path / "key"
     seen: list[int] = []
 
     def interrupt_once_it_runs() -> None:
         seen.extend(wait_for(lambda: servers_with(key_file), 60, "the server process"))
-        os.kill(os.getpid(), signal.SIGINT)  # before its first line: Python is still importing
+        os.kill(os.getpid(), signal.SIGINT)
 
     t = threading.Thread(target=interrupt_once_it_runs, daemon=True)
     t.start()
-    with pytest.raises(KeyboardInterrupt):
-        spawn_server(log_path=tmp_path / "server.log", key_file=key_file, model="smollm2-135m",
-                     parallel=1, threads=1, ctx=512, timeout=60)
+    interrupted = False
+    try:
+        srv = spawn_server(log_path=tmp_path / "server.log", key_file=key_file, model="smollm2-135m",
+                           parallel=1, threads=1, ctx=512, timeout=120,
+                           env={**env(), "PYTHONPATH": f"{slow}:{ROOT}"})
+    except KeyboardInterrupt:
+        interrupted = True
+    else:
+        srv.stop()
     t.join(5)
-    assert seen and not servers_with(key_file)
+    assert interrupted and seen
+    assert not servers_with(key_file)
     assert all(not Path(f"/proc/{pid}").exists() or
                Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z" for pid in seen)
