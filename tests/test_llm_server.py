@@ -294,7 +294,7 @@ def test_serve_llm_with_a_missing_model_exits_with_one_line(tmp_path):
 
 @pytest.mark.slow
 @needs_model
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1500)
 async def test_a_plan_survives_the_server_dying_and_coming_back(tmp_path):
     """The central driver plans a goal on the real model through the backend; the server is
     killed (SIGKILL) while calls are in flight and started again on the same port with a new
@@ -310,7 +310,9 @@ async def test_a_plan_survives_the_server_dying_and_coming_back(tmp_path):
     srv = start()
     llm = OpenAILLM(srv.base_url, api_key_file=key_file, timeout=120, retries=1,
                     backoff_initial=0.2, backoff_max=1.0)
-    central = Central(llm, decomposers=2, scorers=3, executors=2, max_depth=1, max_children=3)
+    # two subgoals: the tiny model's answers often fail the result checks and are asked again,
+    # and three took 803 s of the 800 allowed on a busy machine
+    central = Central(llm, decomposers=2, scorers=3, executors=2, max_depth=1, max_children=2)
     seen: dict[str, object] = {}
 
     async def chaos() -> None:
@@ -334,7 +336,7 @@ async def test_a_plan_survives_the_server_dying_and_coming_back(tmp_path):
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(chaos)
-            result = await central.run(GOAL, timeout=800)
+            result = await central.run(GOAL, timeout=1400)
     finally:
         srv.stop()
         await llm.aclose()
