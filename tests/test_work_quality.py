@@ -261,3 +261,14 @@ def test_a_proposed_brief_gets_settled_dates_and_each_step_its_part_of_them():
     tree2 = derive(fold(evs2), T0 + 1000)
     assert work.step_window(tree2, tree2.node(f"{top.id}/1")) is None
     assert "part of the schedule" not in work.execute_req(tree2, tree2.node(f"{top.id}/1"), 1).prompt
+
+
+def test_the_goals_own_month_wins_over_a_brief_that_names_another():
+    """Seen with qwen2.5-1.5b: 'a one-week trip to Lisbon ... in May' got a brief dated
+    today (December), and every step's dates with it."""
+    from agent.core.facts import months_in, settled_dates
+
+    goal = "Plan a one-week trip to Lisbon for two people in May on 2,000 euros"
+    assert settled_dates("2026-12-02 to 2026-12-08", 7, "2026-12-02", goal) == "2027-05-01 to 2027-05-07"
+    assert settled_dates("2027-05-10 to 2027-05-16", 7, "2026-12-02", goal) == "2027-05-10 to 2027-05-16"
+    assert months_in("it may rain") == [] and months_in("in May") == [(None, 5)]

@@ -74,11 +74,14 @@ class BriefFacts:
 
 def months_in(text: str) -> list[tuple[int | None, int]]:
     """(year or None, month) of each date-like mention. "May" counts only beside a day or a
-    year (it is a verb too)."""
+    year, or after "in", "of", "during", "early", "late", "mid", "until" or "by" (it is a
+    verb too)."""
     out: list[tuple[int | None, int]] = []
     for m in _MONTH_RE.finditer(text):
         name, day, year = m.group(1), m.group(2), m.group(3)
-        if name == "May" and not (day or year):
+        before = text[max(0, m.start() - 9):m.start()].lower()
+        if name == "May" and not (day or year) and not before.endswith(
+                ("in ", "of ", "during ", "early ", "late ", "mid-", "mid ", "until ", "by ")):
             continue
         if name in ("Mar", "Jun", "Jul", "Sep", "Oct", "Dec", "Jan", "Feb", "Apr", "Aug", "Nov", "Sept") \
                 and not (day or year):
@@ -265,11 +268,13 @@ def settled_dates(dates: str, length: int | None, today: str, goal: str = "") ->
         named = [(y, m) for y, m in months_in(dates) if y]
         if named:
             start = _dt.date(named[0][0], named[0][1], 1)
-    if start is None:
-        months = [m for _y, m in months_in(goal)]
-        if months and t is not None:
-            year = t.year if months[0] >= t.month else t.year + 1
-            start = _dt.date(year, months[0], 1) if (year, months[0]) != (t.year, t.month) else t
+    months = [m for _y, m in months_in(goal)]
+    if months and t is not None and (start is None or start < t or start.month not in months):
+        # the goal's own month wins over a brief that names none, a past one or another one
+        # ("a trip in May" settled to today's December was seen with qwen2.5-1.5b)
+        year = t.year if months[0] >= t.month else t.year + 1
+        start = _dt.date(year, months[0], 1) if (year, months[0]) != (t.year, t.month) else t
+        got = None
     if start is None or (t is not None and start < t):
         start = t
     if start is None:
