@@ -42,10 +42,12 @@ def hello(who, role, wall=0) -> Event:
 
 
 def proposal(who, node, titles, wall=10, strategy="by place", refines=None, atomic=(), after=None) -> Event:
-    """``after``: {subgoal position (1-based): positions of the earlier ones it follows}."""
+    """``titles``: each a title, or (title, description); ``after``: {subgoal position
+    (1-based): positions of the earlier ones it follows}."""
     after = after or {}
-    subs = tuple(Subgoal(title=t, description=f"about {t}", atomic=i in atomic, after=tuple(after.get(i + 1, ())))
-                 for i, t in enumerate(titles))
+    pairs = [t if isinstance(t, tuple) else (t, f"about {t}") for t in titles]
+    subs = tuple(Subgoal(title=t, description=d, atomic=i in atomic, after=tuple(after.get(i + 1, ())))
+                 for i, (t, d) in enumerate(pairs))
     return ev(who, Proposal(node=node, strategy=strategy, subgoals=subs, refines=refines), wall)
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from agent.eval.goals import GOALS, EvalGoal, goal_by_id
-from agent.eval.metrics import aggregate, aspect_coverage, months_allowed, plan_metrics, quality
+from agent.core.text import content_stems as tx_stems
+from agent.eval.metrics import aggregate, aspect_coverage, months_allowed, names_something, plan_metrics, quality
 from agent.eval.plans import PlanDoc, Step, from_text, from_tree_json, markdown
 
 JAPAN = goal_by_id("japan-trip")
@@ -157,3 +158,61 @@ def test_aggregate_means():
 @pytest.mark.parametrize("plan,goal", [(GOOD_JAPAN, JAPAN), (BAD_JAPAN, JAPAN)])
 def test_metrics_are_deterministic(plan, goal):
     assert m(plan, goal) == m(plan, goal)
+
+
+LISBON = EvalGoal("lisbon", "travel", "Plan a one-week trip to Lisbon for two people in May on 2,000 euros", "",
+                  {"lodging": ("hotel",), "transport": ("tram", "bus", "taxi")})
+# the swarm's plan for it as qwen2.5-1.5b wrote it (eval of 9934040's parent), which `make eval`
+# scored 100: dates in December, one action in three steps, costs without a currency, empty fields,
+# sights without a name
+BAD_LISBON = doc(LISBON, [
+    ("Research accommodations", "- Research hotels in Lisbon and compare prices (100; 2026-12-02).\n"
+                                "- Prepare a list of all necessary items, such as clothes and tickets (20; 2026-12-02)."),
+    ("Plan the day", "- Book a hotel room for one night on 2026-12-04 (50).\n"
+                     "- Prepare a list of all necessary items for the trip (20; 2026-12-04)."),
+    ("Visit the city", "- Visit the city center (2026-12-05).\n- Visit the beaches (2026-12-05).\n"
+                       "- Visit the museums (2026-12-05)."),
+    ("Leave Lisbon", "- Leave Lisbon at the end of the week (''; 2026-12-07 to 2026-12-08).\n"
+                     "- Prepare a list of all necessary items (''; '')."),
+], summary="The plan is to spend one week in Lisbon: research hotels, plan the day, visit the city, leave Lisbon.")
+GOOD_LISBON = doc(LISBON, [
+    ("Book flights and the hotel", "- Book TAP flights for two for 8-15 May (420 EUR).\n"
+                                   "- Reserve Hotel Lisboa Plaza near Avenida da Liberdade, 7 nights (840 EUR)."),
+    ("Alfama and Baixa, 9-10 May", "- Ride tram 28 from Martim Moniz to Graça (3 EUR each).\n"
+                                   "- Walk up to Castelo de São Jorge on 9 May (15 EUR each)."),
+    ("Belém and Sintra, 11-13 May", "- Visit the Jerónimos Monastery on 11 May (12 EUR each).\n"
+                                    "- Take the train from Rossio to Sintra for Pena Palace on 12 May (40 EUR for two)."),
+    ("Eat and budget", "- Dinner at Cervejaria Ramiro on 13 May (80 EUR).\n"
+                       "- Keep food at 50 EUR a day; the total stays under 2,000 EUR."),
+], summary="A week in Lisbon, 8-15 May, for two on about 1,900 EUR: flights and Hotel Lisboa Plaza, "
+           "Alfama and Baixa, Belém and Sintra, meals and the budget.")
+
+
+def test_repeats_bare_costs_empty_fields_unnamed_sights_and_wrong_months_score_a_plan_low():
+    bad, good = m(BAD_LISBON, LISBON), m(GOOD_LISBON, LISBON)
+    assert any("date December" in f for f in bad["off_goal"])  # the goal's own "in May"
+    assert bad["repeated_actions"] >= 0.2 and good["repeated_actions"] == 0
+    assert bad["bare_amounts"] >= 4 and good["bare_amounts"] == 0
+    assert bad["fragments"] >= 3 and good["fragments"] == 0
+    assert bad["named_actions"] <= 0.2 and good["named_actions"] >= 0.7
+    assert bad["quality"] <= 30 and good["quality"] >= 75
+    # a budget and no amount at all: nothing shows the plan fits it
+    unpriced = doc(LISBON, [("Sights", "- Visit the Belém Tower on 9 May.\n- Walk the Alfama on 10 May."),
+                            ("Hotel", "- Stay at Hotel Lisboa Plaza.")])
+    assert m(unpriced, LISBON)["unpriced"] and not good["unpriced"]
+    assert m(unpriced, LISBON)["quality"] < good["quality"]
+
+
+def test_an_action_names_something_only_with_a_name_of_its_own():
+    goal = tx_stems("Plan a trip to Lisbon in May")
+    assert not names_something("Visit the museums", goal)
+    assert not names_something("Leave Lisbon on 3 May (EUR 20)", goal)  # the goal's place, a month, a code
+    assert names_something("Visit the Gulbenkian Museum", goal)
+    assert not names_something("**Hotel Selection**: Look for hotels near the centre", goal)  # a label
+    assert names_something("Hotel: Book the Lisboa Plaza", goal)
+
+
+def test_the_goals_own_budget_said_again_is_not_a_price():
+    again = doc(LISBON, [("Sights", "- Visit the Belém Tower on 9 May.\n- Walk the Alfama on 10 May."),
+                         ("Budget", "- Keep to the 2,000 euros.")])
+    assert m(again, LISBON)["unpriced"]

@@ -203,3 +203,43 @@ def test_a_synthesis_step_cut_by_its_length_bound_ends_at_a_whole_sentence():
                            ["Select materials", "Order the units"])
     assert text.splitlines()[2:] == ["1. Select materials: Buy tiles from IKEA.",
                                      "2. Order the units: Order the units from IKEA."]
+
+
+def test_a_synthesis_whose_lines_name_the_wrong_steps_gets_each_line_under_the_step_it_names():
+    # measured (qwen2.5-1.5b, Rome): the model skipped one child and ended with its summary
+    # again, so each line landed under its neighbour's title: "2. Book Accommodation: Plan
+    # Transportation: Plan a trip to Rome ..."
+    from agent.llm.prompts import parse_synthesis
+
+    titles = ["Research and Planning", "Book Accommodation", "Plan Transportation", "Wrap Up"]
+    text = parse_synthesis({"summary": "Three days in Rome for four on 1,500 EUR.",
+                            "steps": ["Research and Planning: Read the Colosseum's site and set the budget",
+                                      "Plan Transportation: Take the Leonardo Express from Fiumicino",
+                                      "Wrap Up: Return home on 3 October",
+                                      "The plan is to visit Rome for three days"]}, titles)
+    assert text.splitlines()[2:] == ["1. Research and Planning: Read the Colosseum's site and set the budget.",
+                                     "2. Book Accommodation.",
+                                     "3. Plan Transportation: Take the Leonardo Express from Fiumicino.",
+                                     "4. Wrap Up: Return home on 3 October."]
+
+
+def test_an_outline_step_that_repeats_its_label_keeps_it_once():
+    subs = P.parse_outline("## Explore the City\n- Visit the Colosseum: Visit the Colosseum to see the arena.\n"
+                           "- Pantheon: a Roman temple\n## Wrap Up\n- Return home: by train.", max_children=6)
+    assert subs[0]["description"] == "Visit the Colosseum to see the arena.; Pantheon: a Roman temple"
+    req = P.execute_request(P.Frame("Three days in Rome"), path=["Three days in Rome"], title="Explore the City",
+                            description=subs[0]["description"])
+    assert "This step: Explore the City: Visit the Colosseum to see the arena." in req.prompt
+    assert "carry out what this step names" in req.prompt
+
+
+def test_an_action_cut_by_its_length_bound_keeps_its_whole_sentences():
+    cut = ("Research the city, its landmarks and attractions. Choose a hotel that is convenient for the family "
+           "and offers good value for the budget. Consider the")
+    assert len(cut) >= P.ACTION_MAX - 5
+    text = P.parse_execution({"actions": [{"do": cut, "cost": "", "when": "2027-10-02"},
+                                          {"do": "Book Hotel Artemide on Via Nazionale", "cost": "600", "when": ""},
+                                          {"do": "Buy Roma Pass cards", "cost": "", "when": ""}]}, currency="EUR")
+    assert text.splitlines()[0] == ("- Research the city, its landmarks and attractions. Choose a hotel that is "
+                                    "convenient for the family and offers good value for the budget (2027-10-02).")
+    assert text.splitlines()[1] == "- Book Hotel Artemide on Via Nazionale (600 EUR)."

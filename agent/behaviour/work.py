@@ -355,7 +355,47 @@ def result_checks(tree: Tree, node: NodeView, output: str, *, synthesis: bool) -
         return out + fx.synthesis_problems(output, [(c.title, child_answer(c)) for c in node.children], facts)
     parent = tree.node(node.parent) if node.parent else None
     siblings = [(c.title, child_answer(c)) for c in (parent.children if parent else []) if c.id != node.id]
-    return out + fx.result_problems(output, facts, siblings=siblings)
+    repeat = repeat_problem(tree, node, output)
+    return out + ([repeat] if repeat else []) + fx.result_problems(
+        output, facts, siblings=siblings, step=f"{node.title}: {node.description}".strip(" :"), goal=goal)
+
+
+def _others(tree: Tree, node: NodeView) -> list[tuple[str, str]]:
+    """What a leaf's result must not say again: every other done leaf's counted result in the
+    goal, and the titles of its siblings (a small model copies the parent's split into its
+    actions: "Book the venue", "Schedule catering")."""
+    parent = tree.node(node.parent) if node.parent else None
+    done = [(n.title, child_answer(n)) for n in root_of(tree, node).walk()
+            if n.id != node.id and not n.children and child_answer(n)]
+    return done + [(c.title, c.title) for c in (parent.children if parent else []) if c.id != node.id]
+
+
+def _without_repeats(tree: Tree, node: NodeView, output: str, *, strict: bool) -> str:
+    """A leaf's result without the actions another step of the plan already has (each step
+    of a trip told to "prepare a packing list"); a result that is little else is asked again
+    (while ``strict``)."""
+    repeats = fx.repeated_actions(output, _others(tree, node))
+    if not repeats:
+        return output
+    drop = {ln for ln, _t in repeats}
+    kept = [ln for ln in output.splitlines() if ln not in drop]
+    if len(kept) >= 2:
+        return "\n".join(kept)
+    if strict:
+        raise LLMBadOutput(f"repeats the step '{repeats[0][1][:50]}': {repeats[0][0][:80]!r}")
+    return output
+
+
+def repeat_problem(tree: Tree, node: NodeView, output: str) -> str | None:
+    """The review's view of repeats: a result that says again what steps already counted say
+    (they were accepted first, so this one goes back), when that is two of its actions or a
+    third of them."""
+    repeats = fx.repeated_actions(output, _others(tree, node))
+    lines = [ln for ln in output.splitlines() if ln.strip()]
+    if repeats and (len(repeats) >= 2 or 3 * len(repeats) >= len(lines)):
+        line, title = repeats[0]
+        return f"repeats '{line.strip(' -')[:60]}' of the step '{title[:50]}' ({len(repeats)} such actions)"
+    return None
 
 
 def result_from(answer: dict, tree: Tree, node: NodeView, claim_id: str, *, synthesis: bool = False,
@@ -369,7 +409,8 @@ def result_from(answer: dict, tree: Tree, node: NodeView, claim_id: str, *, synt
     if synthesis:
         output = P.parse_synthesis(answer, [c.title for c in node.children])
     else:
-        output = P.parse_execution(answer)
+        output = P.parse_execution(answer, currency=brief_facts(tree, node).currency or "")
+        output = _without_repeats(tree, node, output, strict=strict)
     if strict:
         problems = result_checks(tree, node, output, synthesis=synthesis)
         if problems:

@@ -138,6 +138,7 @@ def brief_facts(brief: Mapping[str, str] | None, goal: str = "") -> BriefFacts:
     where = " ".join([goal, b.get("place", "")])
     gz = gazetteer()
     countries = frozenset(gz.countries_in(where))
+    countries |= {e for c in countries for e in gz.enclaves.get(c, ())}
     currency = (b.get("currency") or "").strip().upper() or None
     spent = money_in(" ".join([b.get("budget", ""), goal]))
     if currency is None and spent and len(spent[0][1]) == 1:
@@ -378,7 +379,7 @@ def foreign_places(text: str, facts: BriefFacts) -> list[str]:
             out.append(f"{name.title()} ({gz.country_names.get(country, country)})")
     for name in candidate_names(text):
         hits = gz.lookup(name)
-        if not hits or any(p.country in facts.countries for p in hits):
+        if not hits or any(p.country in facts.countries for p in hits) or gz.is_town_in(name, facts.countries):
             continue
         if re.search(rf"\b(?:from|via|leaving|departing)\s+{re.escape(name)}\b|\b{re.escape(name)}\s+(?:to|-|–)\s", text):
             continue  # where the people start from, or change planes: not the goal's places
@@ -430,11 +431,22 @@ def _first_of(span: frozenset[int]) -> int:
     return min(span)
 
 
+def off_step(text: str, step: str, goal: str = "") -> bool:
+    """Whether a result shares no meaning word with its own step (title and description),
+    beyond the goal's words: "Explore the City", described as the Colosseum, the Pantheon and
+    the Vatican, answered with "Plan accommodation for the family of four"."""
+    own = tx.content_stems(step) - tx.content_stems(goal)
+    own = frozenset(w for w in own if not w.isdigit())
+    return len(own) >= 3 and not (own & tx.content_stems(text))
+
+
 def result_problems(text: str, facts: BriefFacts, *, siblings: Iterable[tuple[str, str]] = (),
-                    min_marks: int = 2) -> list[str]:
+                    min_marks: int = 2, step: str = "", goal: str = "") -> list[str]:
     """Why a step's result is not plan content consistent with its brief and its siblings
     (empty: none found). Each problem names what it found, so it can go back as feedback."""
     problems = []
+    if step and off_step(text, step, goal):
+        problems.append(f"is not about this step ({step[:80].strip()}): carry out this step, not the others")
     d = diary_phrase(text)
     if d:
         problems.append(f"written as a story of doing it (\"{d}\"): write what to do, not what was done")
@@ -458,15 +470,60 @@ def result_problems(text: str, facts: BriefFacts, *, siblings: Iterable[tuple[st
     return problems
 
 
+_EXTRAS = re.compile(r"\s*\([^()]*\)\.?\s*$")
+
+
+def _action_stems(line: str) -> frozenset[str]:
+    """What an action line does, without its bullet and its trailing "(cost; when)"."""
+    stems = tx.content_stems(_EXTRAS.sub("", line.strip().lstrip("-*• ")))
+    return frozenset(w for w in stems if not w.isdigit())  # its date is not what it does
+
+
+def _same_action(a: frozenset[str], b: frozenset[str]) -> bool:
+    """One action in other words: the shorter inside the longer ("Prepare a list of all
+    necessary items" and "... for the trip"), or nearly the same words. Not the same verb on
+    another object ("Reserve the first option for the research" / "... for the review")."""
+    if (a <= b or b <= a) and tx.jaccard(a, b) >= 0.4:
+        return True
+    return len(a ^ b) <= max(1, 0.2 * len(a | b))
+
+
+def repeated_actions(text: str, others: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The action lines of a step's result that another step's result already has, in the
+    same or other words ("Prepare a list of all necessary items" and "... for the trip" in
+    three steps of one trip): (line, the title of the step that has it)."""
+    theirs = [(title, _action_stems(ln)) for title, other in others
+              for ln in str(other).splitlines() if ln.strip()]
+    out = []
+    for ln in str(text).splitlines():
+        mine = _action_stems(ln)
+        if len(mine) < 2:
+            continue
+        for title, st in theirs:
+            if len(st) >= 2 and _same_action(mine, st):
+                out.append((ln, title))
+                break
+    return out
+
+
 def synthesis_problems(text: str, children: Sequence[tuple[str, str]], facts: BriefFacts) -> list[str]:
     """Why a synthesis does not stand for all its children: it leaves some out, copies one,
     carries cut fragments, or contradicts the brief."""
     problems = []
     if "..." in text or "…" in text:
         problems.append("contains cut-off fragments ('...')")
-    stems = tx.content_stems(text)
-    missed = [t for t, r in children if not _mentions(stems, t, r)]
-    if missed and len(missed) * 4 > len(children):
+    # our own "N. Title:" labels are not the model taking a child up
+    body = text
+    empty = []
+    for i, (t, _r) in enumerate(children, 1):
+        label = f"{i}. {t}"
+        body = body.replace(label + ":", "").replace(label + ".", "")
+        for ln in text.splitlines():
+            if ln.strip() in (label + ".", label + ":", label):
+                empty.append(t)
+    stems = tx.content_stems(body)
+    missed = list(dict.fromkeys(empty + [t for t, r in children if not _mentions(stems, t, r)]))
+    if empty or missed and len(missed) * 4 > len(children):
         problems.append("leaves out " + "; ".join(f"'{t[:40]}'" for t in missed[:3]))
     for t, r in children:
         if r and tx.jaccard(stems, tx.content_stems(r)) > 0.7 and len(children) > 1:

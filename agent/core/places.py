@@ -43,8 +43,13 @@ class Place(NamedTuple):
 
 class Gazetteer:
     def __init__(self, names: dict[str, tuple[Place, ...]], currencies: dict[str, str],
-                 country_names: dict[str, str]) -> None:
+                 country_names: dict[str, str], towns: dict[str, frozenset[str]] | None = None,
+                 enclaves: dict[str, frozenset[str]] | None = None) -> None:
         self.names = names  # lower-cased name -> places, largest first
+        self.towns = towns or {}  # lower-cased name -> countries with a town of 15,000+ so named
+        # country -> its small neighbours (under a million people: the Vatican in Rome, Monaco
+        # beside Nice), which a plan for the country visits as part of it
+        self.enclaves = enclaves or {}
         self.currencies = currencies  # country code -> ISO 4217 currency
         self.country_names = country_names  # country code -> name
 
@@ -53,6 +58,11 @@ class Gazetteer:
         if key in _NOT_PLACES:
             return ()
         return self.names.get(key, ())
+
+    def is_town_in(self, name: str, countries: frozenset[str] | set[str]) -> bool:
+        """Whether the goal's countries have a town or district of that name (Belém in Lisbon,
+        though the Belém everyone knows is Brazil's)."""
+        return bool(self.towns.get(name.casefold(), frozenset()) & set(countries))
 
     def landmarks_in(self, text: str) -> list[tuple[str, str]]:
         """(landmark, country) for each famous sight named in ``text``."""
@@ -93,14 +103,21 @@ def gazetteer() -> Gazetteer:
     names: dict[str, list[Place]] = {}
     currencies: dict[str, str] = {}
     country_names: dict[str, str] = {}
-    for code, c in gc.get_countries().items():
+    countries = gc.get_countries()
+    small = {code for code, c in countries.items() if int(c.get("population") or 0) < 1_000_000}
+    enclaves = {code: frozenset(n for n in str(c.get("neighbours") or "").split(",") if n in small)
+                for code, c in countries.items()}
+    for code, c in countries.items():
         currencies[code] = c.get("currencycode") or ""
         country_names[code] = c["name"]
         names.setdefault(c["name"].casefold(), []).append(Place(c["name"], code, 10**10, "country"))
+    towns: dict[str, set[str]] = {}
     for c in gc.get_cities().values():
+        towns.setdefault(c["name"].casefold(), set()).add(c["countrycode"])
         if c["population"] < MIN_POPULATION:
             continue
         place = Place(c["name"], c["countrycode"], c["population"], "city")
         names.setdefault(c["name"].casefold(), []).append(place)
     frozen = {k: tuple(sorted(v, key=lambda p: -p.population)) for k, v in names.items()}
-    return Gazetteer(frozen, currencies, country_names)
+    return Gazetteer(frozen, currencies, country_names, {k: frozenset(v) for k, v in towns.items()},
+                     {k: v for k, v in enclaves.items() if v})

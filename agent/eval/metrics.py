@@ -8,7 +8,10 @@
 - steps that are planning chores ("Identify and prioritize tasks") instead of the work;
 - results written as diaries of things done ("I decided to upload my package");
 - how concrete the text is (names, numbers, amounts per 100 words);
-- a summary that leaves parts out or copies one part; cut fragments ("..."), placeholders.
+- a summary that leaves parts out or copies one part; cut fragments ("..."), placeholders;
+- the same action in several steps ("Prepare a list of all necessary items" three times), amounts
+  without their currency ("(50)"), empty fields ("('', '')"), actions that name nothing
+  ("Visit the museums").
 
 ``quality`` folds them into one figure in [0, 100] (docs/quality.md); it must score the
 failures above low and a good plan high (tests/test_eval_metrics.py shows it does).
@@ -74,7 +77,39 @@ def reference_facts(goal: str, description: str = "") -> fx.BriefFacts:
     """What the goal itself pins (its currency, months and places): both planners are held
     to these, whatever assumptions they add."""
     text = f"{goal} {description}".strip()
-    return fx.brief_facts({"place": text, "dates": description, "budget": description}, text)
+    return fx.brief_facts({"place": text, "dates": text, "budget": description}, text)
+
+
+_WEEKDAYS = frozenset("monday tuesday wednesday thursday friday saturday sunday".split())
+_BARE_AMOUNT = re.compile(r"\((\d[\d,.]*)\s*[;)]")  # "(50)", "(50; 2026-12-06)": a cost without its currency
+_EMPTY_FIELD = re.compile(r"''|\"\"")
+
+
+def actions_of(text: str) -> list[str]:
+    """A step's text as its actions: one per line, or per sentence when it is one line."""
+    lines = [ln.strip(" -*•\t") for ln in str(text).splitlines() if ln.strip(" -*•\t")]
+    if len(lines) == 1:
+        lines = [x for x in re.split(r"(?<=[.!?])\s+(?=[A-Z])", lines[0]) if x.strip()]
+    return lines
+
+
+def names_something(action: str, goal_stems: frozenset[str]) -> bool:
+    """Whether an action names a particular place, company, product or person: a capitalised
+    word after its first that is not a month, a weekday, a currency code or a word of the goal
+    ("Visit the museums" names nothing; "Visit the Gulbenkian Museum" does)."""
+    # a label is the step's own title said again ("**Hotel Selection**: Look for hotels"), not a name
+    action = re.sub(r"^\W*(?:[\w'-]+\s+){0,5}[\w'-]+\W*:\s*", "", action.replace("**", ""))
+    for m in re.finditer(r"\b[A-Z][a-zA-Z\u00c0-\u024f]{2,}", action):
+        w = m.group(0)
+        if m.start() == 0 or w.isupper() and len(w) == 3:
+            continue
+        low = w.lower()
+        if any(low.startswith(mo[:3]) and (low == mo or len(low) == 3) for mo in fx.MONTHS) or low in _WEEKDAYS:
+            continue
+        if tx.content_stems(w) <= goal_stems:
+            continue
+        return True
+    return False
 
 
 def plan_metrics(doc: PlanDoc, *, description: str = "",
@@ -112,7 +147,18 @@ def plan_metrics(doc: PlanDoc, *, description: str = "",
         used = sum(1 for t, r in parts if fx._mentions(stems, t, r))
         synthesis_coverage = round(used / len(parts), 3)
         copies = any(r and tx.jaccard(stems, tx.content_stems(r)) > 0.7 for _t, r in parts)
-    fragments = all_text.count("...") + all_text.count("…")
+    fragments = all_text.count("...") + all_text.count("…") + len(_EMPTY_FIELD.findall(all_text))
+    # the same action in two steps: each step against every other
+    lines = sum(len(actions_of(st.text)) for st in steps)
+    repeated = sum(len(fx.repeated_actions("\n".join(actions_of(st.text)),
+                                           [(o.title, "\n".join(actions_of(o.text))) for o in steps if o is not st]))
+                   for st in steps)
+    bare = len(_BARE_AMOUNT.findall(all_text)) if ref.currency else 0
+    goal_stems = tx.content_stems(goal_text)
+    acts = [a for st in steps for a in actions_of(st.text)]
+    named = sum(1 for a in acts if names_something(a, goal_stems))
+    # a budget with no amount anywhere: nothing shows the plan fits it
+    unpriced = ref.budget is not None and not [a for a, _c in fx.money_in(all_text) if a != ref.budget]
     placeholders = len(tx.placeholders(all_text))
     m: dict[str, Any] = {
         "steps": len(steps),
@@ -131,6 +177,10 @@ def plan_metrics(doc: PlanDoc, *, description: str = "",
         "synthesis_copies": copies,
         "fragments": fragments,
         "placeholders": placeholders,
+        "repeated_actions": round(repeated / lines, 3) if lines else 0.0,
+        "bare_amounts": bare,
+        "named_actions": round(named / len(acts), 3) if acts else 0.0,
+        "unpriced": unpriced,
     }
     m["quality"] = quality(m)
     return m
@@ -152,6 +202,11 @@ def quality(m: Mapping[str, Any]) -> float:
     if m["synthesis_copies"]:
         q *= 0.8
     q *= 1 - min(0.3, 0.1 * (m["fragments"] + m["placeholders"]))
+    q *= 1 - min(0.4, float(m.get("repeated_actions", 0.0)))
+    q *= 1 - min(0.2, 0.05 * m.get("bare_amounts", 0))
+    q *= 0.6 + 0.4 * min(1.0, float(m.get("named_actions", 1.0)) / 0.5)
+    if m.get("unpriced"):
+        q *= 0.8
     return round(100 * q, 1)
 
 

@@ -78,7 +78,7 @@ class AtomicAnswer(Answer):
 
 # ---------------------------------------------------------------------------------- results
 class Action(Answer):
-    do: Text(150, 8)
+    do: Text(150, 8)  # prompts.ACTION_MAX
     cost: Text(40)
     when: Text(40)
 

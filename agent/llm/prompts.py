@@ -316,6 +316,16 @@ def outline_request(frame: Frame, *, path: Sequence[str], title: str, descriptio
                       max_tokens=OUTLINE_TOKENS, temperature=0.7, seed=seed, free_text=True)
 
 
+def _unlabelled(item: Any) -> str:
+    """An outline step without its label when the text says it again ("Visit the Colosseum:
+    Visit the Colosseum to see ..." -> "Visit the Colosseum to see ...")."""
+    head, sep, rest = item.text.partition(":")
+    rest = rest.strip()
+    if sep and rest.casefold().startswith(head.strip().casefold()):
+        return rest
+    return item.text
+
+
 def parse_outline(text: str, *, max_children: int) -> list[dict]:
     """The sections of a plan written as text, as subgoals (in order; each section's steps in
     its description); a plan without sections gives its steps. ``LLMBadOutput`` when fewer
@@ -325,7 +335,7 @@ def parse_outline(text: str, *, max_children: int) -> list[dict]:
     tp = parse_plan_text(text)
     parts: list[tuple[str, str]] = []
     for sec in tp.sections:
-        steps = "; ".join(_clip(i.text, 160) for i in sec.items) or sec.text
+        steps = "; ".join(_clip(_unlabelled(i), 160) for i in sec.items) or sec.text
         parts.append((sec.title, steps))
     if len(parts) < 2:
         parts = [(i.title, i.text) for i in tp.loose] or parts
@@ -557,9 +567,15 @@ def execute_request(
             for i, t in enumerate(parent_split[:12], 1)))
     for t, r in follows[:3]:
         lines.append(f"Done before this step (use it, do not repeat it): {_clip(t, 60)}: {_clip(r, 500)}")
+    # other steps' results are for agreeing with (one hotel, one date), not for copying: a
+    # small model copies them (measured: "Explore the City" answered with the accommodation
+    # step's actions), so they are kept short and this step's own content is said last
     for t, r in decided[:3]:
-        lines.append(f"Already decided in another step (agree with it): {_clip(t, 50)}: {_clip(r, 200)}")
-    lines.append(f"This step: {_clip(title, TITLE_MAX)}" + (f": {_clip(description, 300)}" if description.strip() else ""))
+        lines.append(f"Already decided in another step (agree with it, do not repeat it): {_clip(t, 50)}: "
+                     f"{_clip(r, 160)}")
+    lines.append(f"This step: {_clip(title, TITLE_MAX)}" + (f": {_clip(description, 500)}" if description.strip() else ""))
+    if description.strip():
+        lines.append("Its actions carry out what this step names above, in that order.")
     if window:
         lines.append(f"This step's part of the schedule: {window} (what must be booked, bought or "
                      "prepared ahead is dated before it)")
@@ -584,20 +600,48 @@ def execute_request(
     }, 0.6, seed)
 
 
-def parse_execution(answer: Any) -> str:
+ACTION_MAX = 150  # answers.Action.do
+
+
+_BARE_AMOUNT = re.compile(r"^((?:about |around |approx\.? |~)?\d[\d,.']*)(\s*(?:per|/|a|each)\s+\w+)?$", re.IGNORECASE)
+_NO_VALUE = frozenset({"", "none", "n/a", "na", "free", "0", "0.0", "0.00", "-", "tbd", "unknown", "null"})
+
+
+def _extra(value: Any, currency: str) -> str:
+    """A cost or date field as shown after its action: '' for the empty answers a small model
+    writes (quotes, 'none', '0'); a bare number gets the brief's currency, since '(50)' says
+    nothing and does not add up against the budget."""
+    parts = [p.strip(" '\"`.;,") for p in _clean_text(value, 40).split(";")]
+    parts = [p for p in dict.fromkeys(parts) if p.casefold() not in _NO_VALUE]
+    if not parts:
+        return ""
+    text = "; ".join(parts)
+    m = _BARE_AMOUNT.match(text) if currency else None
+    if m:
+        return f"{m.group(1)} {currency}{m.group(2) or ''}"
+    return text
+
+
+def parse_execution(answer: Any, *, currency: str = "") -> str:
     """The step's result as text: one line per action, "- Do this (cost; when)."."""
     a = parse_as(ExecuteAnswer, answer, "execution result")
     lines = []
     seen: set[str] = set()
     for act in a.actions:
-        do = _sentence(act.do)
+        raw = act.do
+        if len(raw) >= ACTION_MAX - 5:  # cut by its length bound ("... Consider the"): its whole sentences
+            raw = _whole(raw) or raw
+        do = _sentence(raw)
         if not do or do.casefold() in seen:
             continue
         seen.add(do.casefold())
         # (a small model often writes the cost and date into the action too: not twice)
-        extra = [x for x in (_clean_text(act.cost, 40), _clean_text(act.when, 40))
-                 if x and x.lower().strip(" .") not in ("", "none", "n/a", "free", "0", "-")
-                 and x.casefold() not in do.casefold()]
+        cost = _extra(act.cost, currency)
+        when = _extra(act.when, "")
+        extra = []
+        for x in (cost, when):
+            if x and x.casefold() not in do.casefold() and x.casefold() not in (e.casefold() for e in extra):
+                extra.append(x)
         lines.append(f"- {do[:-1]} ({'; '.join(extra)})." if extra else f"- {do}")
     if not lines:
         raise LLMBadOutput("execution result has no usable action")
@@ -713,17 +757,36 @@ def parse_synthesis(answer: Any, titles: Sequence[str]) -> str:
     a = parse_as(synthesis_model(len(titles)), answer, "synthesis")
     summary = cut_to_sentence(_clean_text(a.summary, 900)) or _clean_text(a.summary, 900)
     out = [summary, ""]
-    for i, (t, key) in enumerate(zip(titles, a.steps), 1):
-        k = _clean_text(key, 300)
-        # the step's number and title are ours: a model that writes them again loses them
-        k = re.sub(r"^\s*\d+\s*[.)]\s*", "", k)
-        rest = k[len(t):].lstrip() if t and k.casefold().startswith(t.casefold()) else ""
-        if rest[:1] in (":", "-", "–", "—"):
-            k = rest.lstrip(" :-–—")
-        k = _whole(k)
-        k = _sentence(k)
+    for i, (t, k) in enumerate(zip(titles, _aligned(titles, a.steps)), 1):
+        k = _sentence(_whole(k))
         out.append(f"{i}. {t}: {k}" if k else f"{i}. {t}.")
     return "\n".join(out).strip()[:RESULT_MAX]
+
+
+def _aligned(titles: Sequence[str], steps: Sequence[str]) -> list[str]:
+    """Each child's line of the synthesis, without the number and title the model wrote again.
+    A model that labels its lines with the children's titles but shifts them (it skips one and
+    ends with the summary again: "2. Book hotels: Plan transport: ...") gets each line under
+    the title it names, and nothing where it wrote nothing."""
+    folded = [t.casefold() for t in titles]
+    keys, owners = [], []
+    for k in steps:
+        k = re.sub(r"^\s*\d+\s*[.)]\s*", "", _clean_text(k, 300))
+        low = k.casefold()
+        owner = max((j for j, t in enumerate(folded) if t and low.startswith(t)
+                     and k[len(t):].lstrip()[:1] in (":", "-", "–", "—")),
+                    key=lambda j: len(folded[j]), default=None)
+        if owner is not None:
+            k = k[len(folded[owner]):].lstrip(" :-–—")
+        keys.append(k)
+        owners.append(owner)
+    if all(o in (None, i) for i, o in enumerate(owners)):
+        return keys
+    out = [""] * len(titles)
+    for k, o in zip(keys, owners):
+        if o is not None and not out[o]:
+            out[o] = k
+    return out
 
 
 def _whole(text: str) -> str:
