@@ -11,6 +11,8 @@ from agent.eval.goals import GOALS, EvalGoal, goal_by_id
 from agent.core.text import content_stems as tx_stems
 from agent.eval.metrics import aggregate, aspect_coverage, months_allowed, names_something, plan_metrics, quality
 from agent.eval.plans import PlanDoc, Step, from_text, from_tree_json, markdown
+from agent.llm.outline import parse_plan_text
+from agent.llm.prompts import parse_outline
 
 JAPAN = goal_by_id("japan-trip")
 KITCHEN = EvalGoal("kitchen", "home", "Renovate a small kitchen", "Budget 5,000 euros, in a flat in Lyon.",
@@ -216,3 +218,33 @@ def test_the_goals_own_budget_said_again_is_not_a_price():
     again = doc(LISBON, [("Sights", "- Visit the Belém Tower on 9 May.\n- Walk the Alfama on 10 May."),
                          ("Budget", "- Keep to the 2,000 euros.")])
     assert m(again, LISBON)["unpriced"]
+
+
+def test_a_two_level_outline_keeps_its_parts_and_their_steps_in_order():
+    # qwen2.5-1.5b's direct answer for a garden party: numbered bold headings, numbered bold
+    # sub-headings, bullets; read flat, its overview was "5. **Finishing Touches 4. **Post-Party ..."
+    text = ("Planning a party can be fun. Here's a plan:\n\n### 1. **Preparation and Planning**\n"
+            "#### 1.1. **Gather Guests**\n- Contact friends and family.\n- Send 20 invitations by 1 June.\n\n"
+            "#### 1.2. **Budgeting**\n- Set aside 150 GBP for food.\n\n### 2. **Main Event**\n"
+            "#### 2.1. **Games**\n- Run a treasure hunt.\n\n### 3. **Wrap Up**\n- Send thank-you notes.\n")
+    tp = parse_plan_text(text)
+    assert tp.summary == "Planning a party can be fun. Here's a plan:"
+    assert [s.title for s in tp.sections] == ["Preparation and Planning", "Main Event", "Wrap Up"]
+    assert [i.title for i in tp.sections[0].items] == ["Gather Guests", "Budgeting"]
+    assert tp.sections[0].items[0].text == "Gather Guests: Contact friends and family.; Send 20 invitations by 1 June."
+    assert [i.text for i in tp.sections[2].items] == ["Send thank-you notes."]
+    subs = parse_outline(text, max_children=6)
+    assert [s["title"] for s in subs] == ["Preparation and Planning", "Main Event", "Wrap Up"]
+    assert "Send 20 invitations" in subs[0]["description"]
+
+
+def test_the_actions_of_a_one_line_step_are_its_sentences_and_clauses():
+    from agent.eval.metrics import actions_of
+
+    assert actions_of("Gather Guests: Contact friends.; Consider adding guests. Send 20 invitations") == [
+        "Gather Guests: Contact friends.", "Consider adding guests.", "Send 20 invitations"]
+
+
+def test_more_people_than_the_goal_has_is_an_off_goal_fact():
+    d = doc(JAPAN, [("Get around Tokyo", "- Buy Tokyo Metro tickets for 4 people on 5 April (60 EUR).")])
+    assert "Get around Tokyo: people 'for 4 people'" in m(d, JAPAN)["off_goal"]  # "Two adults"

@@ -408,3 +408,45 @@ def test_a_result_that_copies_the_parents_split_or_a_counted_step_goes_back():
     assert work.result_checks(tree, gifts, copied, synthesis=False)[0] == problem  # the review sends it back
     assert work.repeat_problem(tree, gifts, "- Buy 20 gift bags at Tesco Extra (40 GBP; 2027-04-06).\n"
                                             "- Wrap them with the guests' names (2027-04-07).") is None
+
+
+def test_a_result_for_more_people_than_the_brief_or_that_says_its_instructions_back_goes_back():
+    # measured (qwen2.5-1.5b, Japan for two adults): "Book a Tokyo Metro ticket for 4 people";
+    # the root's answer: "The plan includes 3 to 5 sentences a person reads first"; a step
+    # "Make a budget (this step)"
+    from agent.core import facts as fx
+
+    assert fx.headcount("2 adults") == 2 and fx.headcount("a family of four") == 4
+    assert fx.headcount("a 20-guest party") == 20 and fx.headcount("2 adults and 2 children") is None
+    assert fx.headcount("a couple of days in Rome") is None and fx.headcount("for a couple") == 2
+    g = goal(U, scorers=3, quorum=2, brief=True, max_depth=1)
+    top = proposal(D1, g.id, ["Book the Tokyo hotel", "Get around Tokyo"], wall=10)
+    evs = [g, brief(U, g.id), top] + [precommit(s, g.id, top.id, wall=20 + i) for i, s in enumerate(S[:2])]
+    tree = derive(fold(evs), T0 + 1000)
+    leaf = tree.node(f"{top.id}/1")
+    crowd = "- Buy Tokyo Metro tickets for 4 people on 2 April (60 EUR).\n- Ride the Yamanote line to Ueno on 3 April."
+    assert any("'for 4 people'; the plan is for 2" in p for p in work.result_checks(tree, leaf, crowd, synthesis=False))
+    fine = "- Buy Tokyo Metro tickets for 2 adults on 2 April (30 EUR).\n- Ride the Yamanote line to Ueno on 3 April."
+    assert work.result_checks(tree, leaf, fine, synthesis=False) == []
+    echo = "- Get around Tokyo (this step) on 2 April.\n- Ride the Yamanote line to Ueno on 3 April (10 EUR)."
+    assert any("instructions back ('(this step)')" in p for p in work.result_checks(tree, leaf, echo, synthesis=False))
+    assert fx.echoed("The plan includes 3 to 5 sentences a person reads first.", prompts.INSTRUCTIONS)
+    assert fx.echoed("Two weeks in Tokyo and Kyoto, 1-14 April, for 2 adults.", prompts.INSTRUCTIONS) is None
+
+
+def test_terse_actions_with_their_figures_are_prose_and_a_stand_in_place_leaves_the_brief():
+    # measured (qwen2.5-1.5b, an online bakery): results sent back as "mostly digits" and "not
+    # in English" for their "(100 EUR; 2027-01-01 to 2027-01-30)", and every step sent back
+    # for the brief's own "place: Town A"
+    from agent.core import facts as fx
+    from agent.core.scoring import result_problem
+
+    terse = ("- Track sales data in Shopify (100 EUR; 2027-04-01).\n"
+             "- Conduct targeted sales campaigns on Instagram (500 EUR; 2027-04-01 to 2027-04-30).\n"
+             "- Review and adjust pricing and inventory management (1000 EUR; 2027-04-01).")
+    assert result_problem(terse) is None
+    assert result_problem("- Pay 1000 2000 3000 4000 5000 6000 7000 8000 9000 EUR now (1000 EUR).") \
+        == "the result is mostly digits"
+    brief = fx.normalized_brief({"place": "Town A", "people": "10 people", "currency": "EUR"},
+                                "Launch a small online bakery", "2026-12-02")
+    assert brief["place"] == "" and brief["people"] == "10 people"

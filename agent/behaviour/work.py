@@ -350,6 +350,9 @@ def result_checks(tree: Tree, node: NodeView, output: str, *, synthesis: bool) -
     goal = goal_title(tree, node)
     problem = result_problem(output, english=english_goal(goal))
     out = [problem] if problem else []
+    echo = fx.echoed(output, P.INSTRUCTIONS)
+    if echo:
+        out.append(f"says its instructions back ('{echo}'): write the plan's content")
     facts = brief_facts(tree, node)
     if synthesis:
         return out + fx.synthesis_problems(output, [(c.title, child_answer(c)) for c in node.children], facts)

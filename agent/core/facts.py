@@ -66,6 +66,7 @@ class BriefFacts:
     years: frozenset[int] = frozenset()
     countries: frozenset[str] = frozenset()  # where the goal happens (and comes from)
     budget: float | None = None
+    people: int | None = None  # how many people the plan is for
 
     @property
     def dated(self) -> bool:
@@ -150,7 +151,43 @@ def brief_facts(brief: Mapping[str, str] | None, goal: str = "") -> BriefFacts:
     months = _month_span([m for _y, m in dates])
     years = frozenset(y for y, _m in dates if y)
     budget = max((a for a, _c in spent), default=None) if spent else None
-    return BriefFacts(currency, frozenset(ok), months, years, countries, budget)
+    return BriefFacts(currency, frozenset(ok), months, years, countries, budget,
+                      headcount(b.get("people", "")) or headcount(goal))
+
+
+_COUNT_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+                "nine": 9, "ten": 10, "twelve": 12, "twenty": 20}
+_GROUP = r"(?:people|persons|adults|guests|travell?ers|attendees|participants|(?:family )?members)"
+_HEADCOUNT = re.compile(rf"\b(\d{{1,4}}|{'|'.join(_COUNT_WORDS)})[- ](?:{_GROUP}|guest|person|adult|member)\b"
+                        r"|\bfamily of (\w+)|\b(?:a|the) couple\b(?! of)", re.IGNORECASE)
+
+
+def headcount(text: str) -> int | None:
+    """How many people a text says the plan is for ("2 adults", "a family of four", "a
+    20-guest party", "a couple"); None when it does not say, or says several."""
+    if re.search(r"\b(?:child|children|kids?|teens?|teenagers?|bab(?:y|ies)|infants?|toddlers?)\b", str(text), re.I):
+        return None  # "2 adults and 2 children": the group is more than any one count
+    found = set()
+    for m in _HEADCOUNT.finditer(str(text)):
+        word = (m.group(1) or m.group(2) or "").lower()
+        n = 2 if not word else (int(word) if word.isdigit() else _COUNT_WORDS.get(word))
+        if n:
+            found.add(n)
+    return found.pop() if len(found) == 1 else None
+
+
+def wrong_headcount(text: str, facts: BriefFacts) -> list[str]:
+    """Group sizes a result states that are not the brief's ("tickets for 4 people" on a trip
+    for 2 adults); a count for some of them ("for 1 person") is fine only below the whole."""
+    if not facts.people:
+        return []
+    out = []
+    for m in re.finditer(rf"\bfor (\d{{1,4}}|{'|'.join(_COUNT_WORDS)}) {_GROUP}\b", str(text), re.IGNORECASE):
+        w = m.group(1).lower()
+        n = int(w) if w.isdigit() else _COUNT_WORDS[w]
+        if n > facts.people and m.group(0) not in out:
+            out.append(m.group(0))
+    return out
 
 
 def _month_span(months: Sequence[int]) -> frozenset[int]:
@@ -297,8 +334,10 @@ def settled_dates(dates: str, length: int | None, today: str, goal: str = "") ->
 def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> dict[str, str]:
     """The brief with what the goal itself states put back: its length and its currency (a
     small model writes "14 weeks" for a two-week trip and dollars for a budget in euros); and,
-    given ``today``, its dates settled into one range of that length (``settled_dates``)."""
-    out = dict(brief)
+    given ``today``, its dates settled into one range of that length (``settled_dates``). A
+    stand-in ("place: Town A") says nothing: the field is left empty rather than carried into
+    every step, where each result would be refused for it."""
+    out = {k: ("" if tx.placeholders(str(v)) else v) for k, v in brief.items()}
     said = duration_days(goal)
     mine = duration_days(out.get("duration", ""))
     if said and (not mine or not 0.7 * said <= mine <= 1.3 * said):
@@ -440,6 +479,22 @@ def off_step(text: str, step: str, goal: str = "") -> bool:
     return len(own) >= 3 and not (own & tx.content_stems(text))
 
 
+def echoed(text: str, instructions: Iterable[str], n: int = 5) -> str | None:
+    """A run of ``n`` words of the instructions said back in a result ("3 to 5 sentences a
+    person reads first", "Make a budget (this step)"): the first such run, or None."""
+    words = re.findall(r"[\w']+|\(this step\)", str(text).lower())
+    grams = {" ".join(words[i:i + n]) for i in range(len(words) - n + 1)}
+    if "(this step)" in words:
+        return "(this step)"
+    for ins in instructions:
+        iw = re.findall(r"[\w']+", ins.lower())
+        for i in range(len(iw) - n + 1):
+            g = " ".join(iw[i:i + n])
+            if g in grams:
+                return g
+    return None
+
+
 def result_problems(text: str, facts: BriefFacts, *, siblings: Iterable[tuple[str, str]] = (),
                     min_marks: int = 2, step: str = "", goal: str = "") -> list[str]:
     """Why a step's result is not plan content consistent with its brief and its siblings
@@ -459,6 +514,9 @@ def result_problems(text: str, facts: BriefFacts, *, siblings: Iterable[tuple[st
     places = foreign_places(text, facts)
     if places:
         problems.append(f"names places outside the goal: {', '.join(places[:3])}")
+    crowd = wrong_headcount(text, facts)
+    if crowd:
+        problems.append(f"says '{crowd[0]}'; the plan is for {facts.people}")
     if concrete_marks(text) < min_marks:
         problems.append("no concrete names, amounts or dates")
     for title, other in siblings:

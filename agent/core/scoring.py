@@ -200,7 +200,9 @@ def result_problem(output: str, *, english: bool = True) -> str | None:
     too short, placeholders or template braces, digit runs, mostly non-words, another
     language (when the goal is English), or no complete sentence."""
     text = output.strip()
-    if tx.long_digit_run(text) or tx.digit_share(text) > 0.3:
+    # the "(cost; when)" after each action is figures by design: prose is judged without it
+    prose = re.sub(r"\([^()]*\)|\b\d{4}-\d{2}-\d{2}\b", " ", text)
+    if tx.long_digit_run(text) or tx.digit_share(prose) > 0.3:
         return "the result is mostly digits"
     ws = [w for w in tx.tokens(text) if any(c.isalpha() for c in w) and len(w) >= 2]
     if len(ws) < 4:
@@ -209,7 +211,7 @@ def result_problem(output: str, *, english: bool = True) -> str | None:
         return "the result contains template placeholders"
     if tx.nonword_share(text) > 0.3:
         return "the result is mostly not words"
-    if english and not tx.looks_english(text):
+    if english and not tx.looks_english(prose):
         return "the result is not in English"
     if not tx.ends_at_sentence(text):
         return "the result stops mid-sentence"

@@ -89,7 +89,7 @@ def actions_of(text: str) -> list[str]:
     """A step's text as its actions: one per line, or per sentence when it is one line."""
     lines = [ln.strip(" -*•\t") for ln in str(text).splitlines() if ln.strip(" -*•\t")]
     if len(lines) == 1:
-        lines = [x for x in re.split(r"(?<=[.!?])\s+(?=[A-Z])", lines[0]) if x.strip()]
+        lines = [x.strip(" ;") for x in re.split(r"(?<=[.!?;])\s+(?=[A-Z])", lines[0]) if x.strip(" ;")]
     return lines
 
 
@@ -126,7 +126,8 @@ def plan_metrics(doc: PlanDoc, *, description: str = "",
     for title, text in units:
         found = ([f"currency {c}" for c in fx.wrong_currency(text, ref)]
                  + [f"date {d}" for d in fx.off_dates(text, ref)]
-                 + [f"place {p}" for p in fx.foreign_places(text, ref)])
+                 + [f"place {p}" for p in fx.foreign_places(text, ref)]
+                 + [f"people '{p}'" for p in fx.wrong_headcount(text, ref)])
         off += [f"{title[:40]}: {f}" for f in found]
     months = {m for _y, m in fx.months_in(all_text)}
     allowed = months_allowed(goal_text) if not ref.dated else len(ref.months) + 1

@@ -31,6 +31,7 @@ class Section:
     title: str
     text: str = ""
     items: list[Item] = field(default_factory=list)
+    level: int = 1  # "#" marks, or the depth of its number ("1.2." is 2)
 
 
 @dataclass
@@ -40,10 +41,43 @@ class TextPlan:
     loose: list[Item]  # steps before any section
 
 
+_NUMBERING = re.compile(r"^\s*(?:\d+[.)])+(?:\d+)?\s*")
+
+
 def _title_of(heading: str) -> str:
     m = _HEADING.match(heading)
     title = (m.group(1) if m else heading).strip(" *#:")
+    title = _NUMBERING.sub("", title).replace("**", "").strip(" *#:")
     return " ".join(title.split())
+
+
+def _level(heading: str) -> int:
+    ln = heading.strip()
+    hashes = len(ln) - len(ln.lstrip("#"))
+    if hashes:
+        return hashes
+    m = re.match(r"^\**\s*((?:\d+\.)+\d*)", ln)
+    return len([x for x in m.group(1).split(".") if x]) if m else 1
+
+
+def _nested(sections: list[Section]) -> list[Section]:
+    """Two-level outlines ("### 1. Preparation" with "#### 1.1. Gather guests" under it): each
+    empty heading takes the deeper headings after it as its steps, a deeper heading's lines
+    becoming that step's text."""
+    out: list[Section] = []
+    i = 0
+    while i < len(sections):
+        sec = sections[i]
+        j = i + 1
+        if not sec.text and not sec.items:
+            while j < len(sections) and sections[j].level > sec.level:
+                sub = sections[j]
+                body = "; ".join(it.text for it in sub.items) or sub.text
+                sec.items.append(Item(sub.title, f"{sub.title}: {body}" if body else sub.title))
+                j += 1
+        out.append(sec)
+        i = j
+    return out
 
 
 def parse_plan_text(text: str) -> TextPlan:
@@ -63,7 +97,7 @@ def parse_plan_text(text: str) -> TextPlan:
         is_heading = _SECTION_LINE.match(ln) and not (item and section is not None
                                                       and not ln.lstrip().startswith(("#", "**")))
         if is_heading:
-            section = Section(_title_of(ln))
+            section = Section(_title_of(ln), level=_level(ln))
             sections.append(section)
             current = None
             continue
@@ -79,7 +113,7 @@ def parse_plan_text(text: str) -> TextPlan:
             section.text = (section.text + " " + ln.strip()).strip()
         else:
             summary.append(ln.strip())
-    for s in [s for s in sections if not s.text and not s.items]:
-        sections.remove(s)
-        summary.insert(0, s.title)
-    return TextPlan(" ".join(summary), sections, loose)
+    sections = _nested(sections)
+    lead = [s for s in sections if not s.text and not s.items]
+    sections = [s for s in sections if s.text or s.items]
+    return TextPlan(" ".join([s.title for s in lead] + summary), sections, loose)

@@ -531,6 +531,14 @@ def execution_schema() -> dict:
     return schema_of(ExecuteAnswer)
 
 
+EXECUTE_INSTRUCTION = (
+    "Write 4 to 6 actions that carry out this step, in the order they are done. do: one short instruction (at most "
+    "20 words) with the specific choice it makes (the real name of a place, company, product, service or person, "
+    "and how many).")
+EXECUTE_RULES = ("Instructions only: never 'I' or 'we', never a story of what was done, no placeholders, nothing "
+                 "that belongs to the other steps.")
+
+
 def execute_request(
     frame: Frame,
     *,
@@ -584,13 +592,10 @@ def execute_request(
         if feedback:
             lines.append("Why: " + " | ".join(_clip(f, 160) for f in feedback[:4]))
     lines.append(
-        "Write 4 to 6 actions that carry out this step, in the order they are done. do: one short instruction (at most 20 "
-        "words) with the specific choice it makes (the real name of a place, company, product, "
-        "service or person, and how many). cost: the amount" + (f" in {currency}" if currency else "") + ", or '' if "
+        EXECUTE_INSTRUCTION + " cost: the amount" + (f" in {currency}" if currency else "") + ", or '' if "
         "it costs nothing. when: the date (YYYY-MM-DD) or deadline, within "
         + ("this step's part of the schedule" if window else "the brief's dates") + ", or ''. "
-        "Instructions only: never 'I' or 'we', never a story of what was done, no "
-        "placeholders, nothing that belongs to the other steps."
+        + EXECUTE_RULES
     )
     return _request("execute", frame, lines, ExecuteAnswer, {
         "path": list(path), "title": title, "description": description,
@@ -713,6 +718,14 @@ def synthesis_schema(parts: int) -> dict:
     return schema_of(synthesis_model(parts))
 
 
+SYNTHESIS_SUMMARY = ("summary: 3 to 5 sentences a person reads first: what the plan does and its key choices "
+                     "(names, dates, amounts), in the order of the steps.")
+SYNTHESIS_STEPS = ("one sentence with its key content (the names, dates and amounts it fixes), not its title "
+                   "again. Use every step; keep to the brief; no '...'.")
+# what a result must not say back (a small model echoes its instructions as content)
+INSTRUCTIONS = (EXECUTE_INSTRUCTION, EXECUTE_RULES, SYNTHESIS_SUMMARY, SYNTHESIS_STEPS)
+
+
 def synthesis_request(frame: Frame, *, path: Sequence[str], title: str, description: str,
                       children: Iterable[tuple[str, str]], previous: str = "",
                       feedback: Iterable[str] = (), seed: int | None = None) -> LLMRequest:
@@ -740,11 +753,8 @@ def synthesis_request(frame: Frame, *, path: Sequence[str], title: str, descript
             lines.append("Why: " + " | ".join(_clip(f, 160) for f in feedback[:4]))
     what = "the whole plan" if root else f"\"{_clip(title, 80)}\""
     lines.append(
-        f"Write the answer for {what}. summary: 3 to 5 sentences a person reads first: what "
-        "the plan does and its key choices (names, dates, amounts), in the order of the steps. "
-        f"steps: for each of the {len(children)} steps in order, one sentence with its key "
-        "content (the names, dates and amounts it fixes), not its title again. Use every step; "
-        "keep to the brief; no '...'."
+        f"Write the answer for {what}. " + SYNTHESIS_SUMMARY
+        + f" steps: for each of the {len(children)} steps in order, " + SYNTHESIS_STEPS
     )
     return _request("synthesize", frame, lines, synthesis_model(len(children[:12])), {
         "path": list(path), "title": title, "description": description,
