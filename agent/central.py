@@ -29,7 +29,7 @@ from agent.behaviour.effects import (
     Ask, Cancel, Count, Effect, Log, Observe, Publish, SyncDone, SyncPeers, WakeAt,
 )
 from agent.behaviour.work import DEFAULT_STRATEGIES  # the demo's, in the same order
-from agent.core.events import Event, Goal, Hello, PlanParams
+from agent.core.events import Event, Goal, Hello, PlanParams, majority
 from agent.core.identity import Identity
 from agent.core.intake import Intake
 from agent.core.tree import Tree, derive
@@ -111,7 +111,7 @@ class Central:
                 self.agents.append(_Agent(name, role, ident, beh))
         self.submitter = bench_identity("submitter", tag)
         electorate = tuple(sorted(a.identity.peer_id for a in self.agents if a.role == "scorer"))
-        self.params = PlanParams(electorate=electorate, quorum=len(electorate) // 2 + 1,
+        self.params = PlanParams(electorate=electorate, quorum=majority(len(electorate)),
                                  max_depth=max_depth, max_children=max_children, max_rounds=max_rounds,
                                  brief=brief, max_attempts=max_attempts if max_attempts > 1 else 0,
                                  token_budget=token_budget)

@@ -277,11 +277,13 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check_quorum(self) -> "Settings":
+        from agent.core.events import majority
+
         if self.quorum is not None and self.quorum > self.scorers:
             raise ValueError(
                 f"quorum {self.quorum} exceeds the scorer count {self.scorers}: no split could pass"
             )
-        if self.quorum is not None and 2 * self.quorum <= self.scorers:
+        if self.quorum is not None and self.quorum < majority(self.scorers):
             raise ValueError(
                 f"quorum {self.quorum} is not a strict majority of {self.scorers} scorers: two splits "
                 "could both pass"
@@ -291,8 +293,10 @@ class Settings(BaseSettings):
     def quorum_for(self, electorate: int) -> int:
         """The quorum for an electorate of this size: the configured one, raised to a strict
         majority if the electorate is larger than expected."""
-        majority = electorate // 2 + 1
-        return min(electorate, max(self.quorum or majority, majority))
+        from agent.core.events import majority
+
+        least = majority(electorate)
+        return min(electorate, max(self.quorum or least, least))
 
     def timing(self) -> "Timing":
         from agent.behaviour.timing import Timing

@@ -165,3 +165,10 @@ def test_libsodium_checks_agree_with_openssl(seed, message, flip, other):
         assert verify(who.peer_id, message, bytes(sig)) is openssl
     assert verify(me.peer_id, message, bytes(sig)) is (flip < 0)
     assert not verify(me.peer_id, message, bytes(sig[:63]))  # truncated
+
+
+def test_the_quorum_rule_has_one_owner():
+    from agent.core.events import is_majority, majority
+
+    assert [majority(n) for n in (1, 2, 3, 4, 5, 101)] == [1, 2, 2, 3, 3, 51]
+    assert is_majority(3, 5) and not is_majority(2, 4) and not is_majority(6, 5)

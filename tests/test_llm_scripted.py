@@ -259,3 +259,13 @@ def test_scripted_answers_atomic_and_synthesis_requests():
                 prompts.synthesis_request(Frame(GOAL), path=[], title=GOAL, description="",
                                           children=[("Tokyo", "Three days.")])):
         assert schema_errors(scripted_answer(req), req.schema) == []
+
+
+def test_the_scripted_executor_keeps_to_the_share_of_the_budget_it_is_given():
+    from agent.core.facts import brief_facts, costs_of
+
+    frame = Frame(GOAL, brief={"currency": "EUR", "budget": "600 EUR"})
+    for title in ("Book the Kyoto ryokan", "Buy a rail pass", "Fly home"):
+        text = parse_execution(scripted_answer(execute_request(frame, path=[GOAL], title=title, description="",
+                                                               money=(0.0, 150.0))), currency="EUR")
+        assert 0 < costs_of(text, brief_facts({"currency": "EUR", "budget": "600 EUR"})) <= 150

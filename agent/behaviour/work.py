@@ -314,6 +314,24 @@ def step_window(tree: Tree, node: NodeView) -> tuple[_dt.date, _dt.date] | None:
     return start, end
 
 
+def step_budget(tree: Tree, node: NodeView) -> tuple[float, float, float] | None:
+    """(the whole budget, what the other done leaves spend, this step's share): each split
+    divides its parent's share evenly among its subgoals, as the dates are divided, so the
+    share follows from the tree's shape alone; None without a budget in the brief's currency.
+    (Measured without it: a garden party's gift baskets took the whole 400 GBP; a Rome plan's
+    costs came to 2,270 EUR of 1,500.)"""
+    facts = brief_facts(tree, node)
+    if not facts.budget or not facts.currency:
+        return None
+    share = facts.budget
+    for n in tree.path(node)[1:]:
+        parent = tree.node(n.parent) if n.parent else None
+        share /= max(1, len(parent.children) if parent else 1)
+    spent = sum(fx.costs_of(child_answer(n), facts) for n in root_of(tree, node).walk()
+                if n.id != node.id and not n.children and child_answer(n))
+    return facts.budget, spent, share
+
+
 def execute_req(tree: Tree, node: NodeView, seed: int | None) -> LLMRequest:
     parent = tree.node(node.parent) if node.parent else None
     siblings = parent.children if parent else []
@@ -324,10 +342,12 @@ def execute_req(tree: Tree, node: NodeView, seed: int | None) -> LLMRequest:
                if c.id != node.id and c.id not in follows_ids and child_answer(c)]
     previous, feedback = _earlier_attempt(node)
     win = step_window(tree, node)
+    money = step_budget(tree, node)
     return P.execute_request(
         frame(tree, node), path=_above(tree, node), title=node.title, description=node.description,
         parent_split=[c.title for c in siblings], position=position, follows=follows,
         decided=decided, previous=previous, feedback=feedback, seed=seed,
+        money=(money[1], money[2]) if money else None,
         window=(win[0].isoformat() if win[0] == win[1] else f"{win[0].isoformat()} to {win[1].isoformat()}")
         if win else "",
     )
@@ -359,6 +379,14 @@ def result_checks(tree: Tree, node: NodeView, output: str, *, synthesis: bool) -
     parent = tree.node(node.parent) if node.parent else None
     siblings = [(c.title, child_answer(c)) for c in (parent.children if parent else []) if c.id != node.id]
     repeat = repeat_problem(tree, node, output)
+    money = step_budget(tree, node)
+    if money is not None:
+        budget, spent, _share = money
+        mine = fx.costs_of(output, facts)
+        if mine > 0 and spent + mine > 1.1 * budget:
+            cur = facts.currency
+            out.append(f"its costs ({mine:,.0f} {cur}) take the plan to {spent + mine:,.0f} {cur}, over the "
+                       f"budget of {budget:,.0f} {cur}: choose cheaper options")
     return out + ([repeat] if repeat else []) + fx.result_problems(
         output, facts, siblings=siblings, step=f"{node.title}: {node.description}".strip(" :"), goal=goal)
 

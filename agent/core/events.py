@@ -73,6 +73,16 @@ class _Model(BaseModel):
         return out
 
 
+def majority(electors: int) -> int:
+    """The smallest strict majority of ``electors``: two such quorums always share a voter, so
+    two values can never both be decided. The one owner of the quorum rule."""
+    return electors // 2 + 1
+
+
+def is_majority(quorum: int, electors: int) -> bool:
+    return majority(electors) <= quorum <= electors
+
+
 class PlanParams(_Model):
     """Carried by the goal, so every peer folds that goal's tree with the same rules.
 
@@ -107,7 +117,7 @@ class PlanParams(_Model):
             raise ValueError("electorate must be sorted and without repeats")
         if self.quorum > len(self.electorate):
             raise ValueError(f"quorum {self.quorum} exceeds the electorate of {len(self.electorate)}")
-        if 2 * self.quorum <= len(self.electorate):
+        if not is_majority(self.quorum, len(self.electorate)):
             raise ValueError(f"quorum {self.quorum} is not a strict majority of {len(self.electorate)} electors")
         return self
 

@@ -132,6 +132,26 @@ def money_in(text: str) -> list[tuple[float, tuple[str, ...]]]:
     return out
 
 
+_TRAILING = re.compile(r"\(([^()]*)\)\.?\s*$")
+
+
+def costs_of(text: str, facts: "BriefFacts") -> float:
+    """What a step's result spends in the brief's currency: per action line, the amounts in
+    its trailing "(cost; when)" (else in the line), leaving out the budget said again ("keep
+    the total under 2,000 EUR")."""
+    if not facts.currency:
+        return 0.0
+    total = 0.0
+    for ln in str(text).splitlines():
+        m = _TRAILING.search(ln)
+        found = money_in(m.group(1)) if m else []
+        if not found:
+            found = money_in(ln)
+        total += sum(a for a, codes in found
+                     if facts.currency in codes and not (facts.budget and abs(a - facts.budget) < 0.5))
+    return total
+
+
 def brief_facts(brief: Mapping[str, str] | None, goal: str = "") -> BriefFacts:
     from agent.core.places import gazetteer
 

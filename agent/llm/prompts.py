@@ -553,8 +553,10 @@ def execute_request(
     feedback: Iterable[str] = (),
     seed: int | None = None,
     window: str = "",
+    money: tuple[float, float] | None = None,
 ) -> LLMRequest:
-    """``window``: this step's part of the brief's dates (agent.behaviour.work.step_window).
+    """``window``: this step's part of the brief's dates (agent.behaviour.work.step_window);
+    ``money``: (what the steps done so far spend, this step's share of the budget).
     ``parent_split``: the parent's split in order, this step at ``position`` (1-based);
     ``follows``: (title, result) of the earlier steps this one needs; ``decided``: other
     siblings already done, so this result agrees with them; ``previous`` and ``feedback``: the
@@ -587,6 +589,12 @@ def execute_request(
     if window:
         lines.append(f"This step's part of the schedule: {window} (what must be booked, bought or "
                      "prepared ahead is dated before it)")
+    share = 0
+    if money is not None and currency:
+        spent, share = round(money[0]), max(1, round(money[1]))
+        lines.append(f"This step's share of the budget: about {share:,} {currency}"
+                     + (f" (the steps done so far spend {spent:,} {currency})" if spent else "")
+                     + "; the whole plan keeps to the brief's budget")
     if previous:
         lines.append(f"An earlier version was sent back: {_clip(previous, 400)}")
         if feedback:
@@ -601,7 +609,7 @@ def execute_request(
         "path": list(path), "title": title, "description": description,
         "parent_split": parent_split, "position": position,
         "follows": [list(f) for f in follows], "decided": [list(d) for d in decided],
-        "previous": previous, "feedback": feedback, "window": window,
+        "previous": previous, "feedback": feedback, "window": window, "budget_share": share,
     }, 0.6, seed)
 
 

@@ -363,7 +363,9 @@ def _execute(ctx: Mapping[str, Any]) -> dict:
     actions = []
     for i, (verb, what) in enumerate((("Reserve", "the first option"), ("Pay", "the deposit"),
                                       ("Confirm", "the booking reference"))):
-        cost = f"{(h >> (4 * i)) % 400 + 20} {currency}" if i < 2 else ""
+        # a model that keeps to the share of the budget its prompt names (two costs within it)
+        top = max(20, min(400, int(ctx.get("budget_share") or 0) // 2 - 20)) if ctx.get("budget_share") else 400
+        cost = f"{(h >> (4 * i)) % top + 20} {currency}" if i < 2 else ""
         if span is not None:  # a day of this step's part of the schedule, as the prompt asks
             import datetime as _dt
 

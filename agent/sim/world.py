@@ -27,7 +27,7 @@ from agent.behaviour.effects import (
     Ask, Cancel, Count, Effect, LLMReply, Log, Metric, Observe, Publish, PublishFailed, SyncDone,
     SyncPeers, WakeAt,
 )
-from agent.core.events import Credential, Event, Goal, Hello, PlanParams, decode_event, sign_event
+from agent.core.events import Credential, Event, Goal, Hello, PlanParams, decode_event, majority, sign_event
 from agent.core.hlc import Timestamp
 from agent.core.identity import Identity
 from agent.core.intake import Intake, IntakeConfig, Status
@@ -187,7 +187,7 @@ class Simulation:
         electorate = sorted(a.me for a in self.agents if a.role == "scorer")
         n = len(electorate)
         # fewer than 2q - n liars keep a decision safe (agent.core.consensus): q > (n + f) / 2
-        quorum = cfg.quorum or (n + f.byzantine) // 2 + 1
+        quorum = cfg.quorum or majority(n + f.byzantine)
         if f.byzantine and not f.byzantine < 2 * quorum - n:
             raise ValueError(f"{f.byzantine} Byzantine electors exceed the bound for quorum {quorum} of {n}")
         self.params = PlanParams(electorate=tuple(electorate), quorum=quorum, max_depth=cfg.max_depth,
@@ -712,7 +712,7 @@ class Simulation:
             electorate = sorted({sim_identity(self.cfg.seed, f"{a.name}/extra-{k}").peer_id for k in body.keys})
             body = Goal(title="a goal decided by its submitter's own keys",
                         params=self.params.model_copy(update={"electorate": tuple(electorate),
-                                                              "quorum": len(electorate) // 2 + 1}))
+                                                              "quorum": majority(len(electorate))}))
         if eff.stolen and isinstance(body, Hello) and a.credential is not None:
             body = body.model_copy(update={"credential": a.credential})
         now = self.local(a)

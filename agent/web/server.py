@@ -47,7 +47,7 @@ from agent.goals import (
     make_goal,
 )
 from agent.supervise import supervise
-from agent.core.events import BRIEF_FIELDS, Brief, Goal, PlanParams, canonical
+from agent.core.events import BRIEF_FIELDS, Brief, Goal, PlanParams, canonical, is_majority, majority
 from agent.core.reasons import Rejected
 from agent.driver import Driver
 from agent.render import markdown_plan
@@ -372,10 +372,10 @@ class Web:
                 electorate = electorate + [self.rt.me]
             n = len(electorate)
             q = form["quorum"]
-            if q is not None and not (n // 2 < q <= n):
+            if q is not None and not is_majority(q, n):
                 raise FormError("quorum", f"quorum {q} does not fit the electorate of {n} "
                                           f"({'including' if form['include_me'] else 'without'} you): it must be "
-                                          f"a strict majority, from {n // 2 + 1} to {n}.")
+                                          f"a strict majority, from {majority(n)} to {n}.")
             s = self.settings.model_copy(update={"max_depth": form["depth"], "max_children": form["width"],
                                                  "max_rounds": form["rounds"], "quorum": q, "scorers": n})
             try:
