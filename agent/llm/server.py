@@ -378,6 +378,15 @@ class ServerProcess:
         return self.proc.returncode
 
 
+def _stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def spawn_server(*, log_path: Path, key_file: Path, model: str | None = None, port: int = 0,
                  parallel: int | None = None, threads: int | None = None, ctx: int | None = None,
                  extra_args: list[str] | None = None, env: dict[str, str] | None = None,
@@ -394,25 +403,23 @@ def spawn_server(*, log_path: Path, key_file: Path, model: str | None = None, po
             args += [flag, str(value)]
     args += extra_args or []
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log_fh:
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log_fh, stdin=subprocess.DEVNULL,
-                                env=env, start_new_session=True,
-                                preexec_fn=procs.die_with_parent() if die_with_parent else None)
     box: list[str] = []
-    try:
-        assert proc.stdout is not None
-        reader = threading.Thread(target=lambda: box.append(proc.stdout.readline().decode().strip()),
-                                  daemon=True)
-        reader.start()
-        reader.join(timeout)
-    except BaseException:
-        proc.terminate()
+    # Ctrl-C inside Popen would leave a server nobody stops: signals wait until the handle is ours
+    with procs.HeldSignals() as held:
+        with open(log_path, "ab") as log_fh:
+            proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log_fh, stdin=subprocess.DEVNULL,
+                                    env=env, start_new_session=True,
+                                    preexec_fn=procs.die_with_parent() if die_with_parent else None)
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        raise
+            held.release()
+            assert proc.stdout is not None
+            reader = threading.Thread(target=lambda: box.append(proc.stdout.readline().decode().strip()),
+                                      daemon=True)
+            reader.start()
+            reader.join(timeout)
+        except BaseException:
+            _stop(proc)
+            raise
     url = box[0] if box else ""
     if not url.startswith("http"):
         if proc.poll() is None:
