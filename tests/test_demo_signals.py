@@ -222,8 +222,8 @@ def test_an_interruption_while_the_server_loads_its_model_stops_the_server(tmp_p
 
 
 def test_a_signal_while_a_child_is_started_waits_until_its_handle_is_owned():
-    # measured under load: Ctrl-C landing inside spawn_server's Popen left the server running,
-    # since no handle to it existed yet
+    # Ctrl-C landing inside spawn_server's Popen would leave the server running: no handle to
+    # it exists yet
     from agent.procs import HeldSignals
 
     got: list[str] = []
