@@ -214,7 +214,9 @@ class Central:
                     rec.end_ms, rec.outcome = wall_ms(), "cancelled"
             elif isinstance(eff, SyncPeers):
                 # no peers: nothing to pull; answered at once
-                self._execute(idx, a.behaviour.answered(eff.ticket, SyncDone(0, len(self.agents) - 1), self.tree(), self.now()))
+                others = len(self.agents) - 1  # one store: every event published is in it
+                done = SyncDone(0, others, None if eff.confirm is None else others)
+                self._execute(idx, a.behaviour.answered(eff.ticket, done, self.tree(), self.now()))
             elif isinstance(eff, WakeAt):
                 cur = self._wake.get(idx)
                 self._wake[idx] = eff.at_ms if cur is None else min(cur, eff.at_ms)

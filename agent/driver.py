@@ -137,7 +137,7 @@ class Driver:
                     self.log.info("llm.cancelled", ticket=eff.ticket)
             elif isinstance(eff, SyncPeers):
                 assert self._nursery is not None
-                self._nursery.start_soon(self._sync, eff.ticket)
+                self._nursery.start_soon(self._sync, eff.ticket, eff.confirm)
             elif isinstance(eff, WakeAt):
                 self._wake_ms = eff.at_ms if self._wake_ms is None else min(self._wake_ms, eff.at_ms)
             elif isinstance(eff, (Count, Observe)):
@@ -163,13 +163,27 @@ class Driver:
                           outcome="error" if isinstance(answer, LLMError) else "answered")
             self._answer(ticket, answer)
 
-    async def _sync(self, ticket: int) -> None:
+    async def _sync(self, ticket: int, confirm: str | None = None) -> None:
         t0 = time.perf_counter()
-        report = await self.rt.net.sync_all() if self.rt.net is not None else None
-        self.log.info("sync.done", ticket=ticket, seconds=round(time.perf_counter() - t0, 4))
+        net = self.rt.net
+        report = await net.sync_all() if net is not None else None
         new = getattr(report, "new", report if isinstance(report, int) else 0)
-        peers = getattr(report, "peers_answered", len(self.rt.net.connected) if self.rt.net is not None else 0)
-        self._answer(ticket, SyncDone(int(new or 0), int(peers)))
+        peers = getattr(report, "peers_answered", len(net.connected) if net is not None else 0)
+        holders = None
+        if confirm is not None and net is not None:
+            answered = [r.peer for r in getattr(report, "results", ()) if r.answered]
+            found: list[bool] = []
+
+            async def ask(peer: str) -> None:
+                found.append(await net.peer_has(peer, confirm))
+
+            async with trio.open_nursery() as nursery:
+                for peer in answered:
+                    nursery.start_soon(ask, peer)
+            holders = sum(found)
+        self.log.info("sync.done", ticket=ticket, seconds=round(time.perf_counter() - t0, 4),
+                      peers=int(peers), holders=holders)
+        self._answer(ticket, SyncDone(int(new or 0), int(peers), holders))
 
     def _metric(self, eff: Count | Observe) -> None:
         m = eff.metric
@@ -187,6 +201,8 @@ class Driver:
                 metrics.FIRST_PREVOTES_COMPETING.inc()
         elif m is Metric.PULL_UNANSWERED:
             metrics.PULLS_UNANSWERED.inc(eff.value)
+        elif m is Metric.CLAIM_UNSTORED:
+            metrics.CLAIMS.labels(outcome="unstored").inc(eff.value)
         elif m is Metric.TASK_RELEASED:
             metrics.CLAIMS.labels(outcome="released").inc(eff.value)
         # LLM_CANCELLED is counted where the scope is cancelled; the rest are in the logs

@@ -29,6 +29,7 @@ import trio
 from agent import metrics
 from agent.core.events import Credential, Event, Hello
 from agent.core.identity import Identity
+from agent.core.skew import counts_for_clock
 from agent.core.intake import Intake, IntakeConfig, Offer, Status
 from agent.core.membership import ROLES_FOR, Membership
 from agent.core.plan import Plan
@@ -123,10 +124,11 @@ class Runtime:
         from agent.behaviour.timing import NetMeter
 
         self.net_meter = NetMeter()  # gossip delay and misses, for the behaviours' windows
-        from agent.core.skew import SkewEstimator
+        from agent.core.skew import ClockCorrection
 
-        self.skew = SkewEstimator()  # our clock against our peers', from their stamps
-        self.correction_ms = 0  # subtracted from our clock: see _correct_clock
+        # our clock against our peers', from their stamps; subtracted from our clock
+        self.clock_fix = ClockCorrection(self.settings.max_ahead_ms)
+        self.skew = self.clock_fix.estimator
         self._holding = False
         self._decided: set[str] = set()
         self._load()
@@ -171,25 +173,25 @@ class Runtime:
 
     def now_ms(self) -> int:
         """The time we stamp, hold and expire by: our clock, corrected to our peers'."""
-        return self.local_ms() - self.correction_ms
+        return self.local_ms() - self.clock_fix.correction_ms
+
+    @property
+    def correction_ms(self) -> int:
+        return self.clock_fix.correction_ms
 
     def _correct_clock(self) -> None:
         """Stamp in step with the peers: a clock that runs ahead gets its events held by every
         peer (its claims do not count while it works on them) and one that runs behind holds
-        theirs; both waste work. The estimate is robust to a minority of liars (SkewEstimator)."""
-        ahead = self.skew.ahead_ms(self.local_ms())
-        metrics.CLOCK_AHEAD.set(ahead / 1000)
-        # corrected only beyond what peers accept anyway: within it, a gossip delay of a
-        # second while the mesh forms (measured) would pass for an offset
-        bound = self.settings.max_ahead_ms
-        new = ahead if abs(ahead) > bound else 0
-        if abs(new - self.correction_ms) > bound // 2 or (new == 0) != (self.correction_ms == 0):
-            level = "warning" if new else "info"
-            getattr(self.log, level)("clock corrected to the peers'" if new else "clock in step with the peers",
-                                     ahead_ms=ahead, correction_ms=new,
-                                     peers=len(self.skew.per_peer_ms(self.local_ms())))
-        self.correction_ms = new
-        metrics.CLOCK_CORRECTION.set(new / 1000)
+        theirs; both waste work. The estimate is robust to a minority of liars (SkewEstimator);
+        the rule is agent.core.skew.ClockCorrection's."""
+        fix = self.clock_fix
+        if fix.update(self.local_ms()):
+            new = fix.correction_ms
+            getattr(self.log, "warning" if new else "info")(
+                "clock corrected to the peers'" if new else "clock in step with the peers",
+                ahead_ms=fix.ahead_ms, correction_ms=new, peers=len(self.skew.per_peer_ms(self.local_ms())))
+        metrics.CLOCK_AHEAD.set(fix.ahead_ms / 1000)
+        metrics.CLOCK_CORRECTION.set(fix.correction_ms / 1000)
 
     def tree(self) -> Tree:
         now = self.now_ms()
@@ -214,9 +216,12 @@ class Runtime:
 
     def _took(self, offer: Offer, source: str) -> bool:
         ev = offer.event
-        if ev is not None and offer.status is not Status.REJECTED and ev.author != self.me \
-                and source not in ("self", "due") and not source.startswith("sync:"):
-            self.skew.sample(ev.author, ev.hlc.wall, self.local_ms())  # fresh: its author's clock
+        # sampled once its stamp passed the intake's clock check (held or accepted): a pending
+        # event's is unchecked, and a member minting keys could stamp those as it likes
+        if ev is not None and offer.status in (Status.ACCEPTED, Status.HELD) and ev.author != self.me \
+                and source not in ("self", "due") and not source.startswith("sync:") \
+                and counts_for_clock(self.plan.members, ev):
+            self.clock_fix.observe(ev.author, ev.hlc.wall, ev.hlc.logical, self.local_ms())
         if offer.status is Status.REJECTED:
             assert offer.reason is not None
             metrics.EVENTS_REJECTED.labels(reason=offer.reason.value).inc()
@@ -399,10 +404,12 @@ class Runtime:
         """While our clock's last stamp is further ahead than peers accept (stamped before the
         correction, or restored from a store written by a fast clock), whatever we sign would
         be held by every peer: wait until it is within half that bound, and say so once."""
+        from agent.core.skew import hold_back_until
+
         limit = self.settings.max_ahead_ms
-        lead = self.intake.clock.wall - self.now_ms()
-        if lead <= limit:
+        if hold_back_until(self.intake.clock.wall, self.now_ms(), limit) is None:
             return
+        lead = self.intake.clock.wall - self.now_ms()
         metrics.CLOCK_HOLDS.inc()
         if not self._holding:
             self._holding = True

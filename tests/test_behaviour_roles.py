@@ -349,3 +349,29 @@ def test_executor_backs_off_when_a_claim_cannot_be_stored():
     out = x.answered(c.ticket, PublishFailed("disk full"), derive(fold([g]), T0 + 20), T0 + 20)
     assert not pubs(out)
     assert not pubs(x.poll(derive(fold([g]), T0 + 30), T0 + 30))
+
+
+def test_executor_spends_no_llm_call_on_a_claim_no_peer_stored():
+    """The pull before work also asks the peers that answer whether they stored our claim.
+    None did (every peer holds it: our clock runs ahead of theirs): work now would count
+    nowhere. Wait and pull again; after the last attempt drop the task (releasing the claim)
+    without an LLM call. Once a peer has it, work."""
+    g, evs, x = _claimed_beside_another_executor()
+    mine = evs[-1]
+    now, out = T0 + 600, []
+    for k in range(TM.attempts):
+        (sync,) = [e for e in x.poll(derive(fold(evs), now), now) if isinstance(e, SyncPeers)]
+        assert sync.confirm == mine.id
+        out = x.answered(sync.ticket, SyncDone(0, 2, holders=0), derive(fold(evs), now), now)
+        assert not asks(out) and Count(Metric.CLAIM_UNSTORED) in out
+        waits = [e.at_ms for e in out if isinstance(e, WakeAt)]
+        if k < TM.attempts - 1:
+            assert waits and waits[0] > now + TM.settle_ms
+            now = waits[0]
+    releases = [e.body for e in out if isinstance(e, Publish) and isinstance(e.body, Release)]
+    assert releases and releases[0].claim == mine.id and x.task is None
+
+    g, evs, x = _claimed_beside_another_executor()
+    (sync,) = [e for e in x.poll(derive(fold(evs), T0 + 600), T0 + 600) if isinstance(e, SyncPeers)]
+    out = x.answered(sync.ticket, SyncDone(0, 2, holders=1), derive(fold(evs), T0 + 650), T0 + 650)
+    assert asks(out)

@@ -181,18 +181,35 @@ async def test_torn_last_line(tmp_path):
             nursery.cancel_scope.cancel()
 
 
-@pytest.mark.parametrize("skew_ms", [30_000, -30_000, 5_000])
-async def test_clock_skew_on_one_agent(tmp_path, skew_ms):
-    """One executor's clock runs ``skew_ms`` off (SWARM_CLOCK_OFFSET_MS, fault injection
-    only). It estimates its offset from its peers' stamps and stamps in step (holding back
+# patches the process's wall clock (time.time, time.time_ns), not the monotonic one trio runs on
+WALL_SKEW = """\
+import os, time
+_ms = int(os.environ["TEST_WALL_SKEW_MS"])
+_time, _time_ns = time.time, time.time_ns
+time.time = lambda: _time() + _ms / 1000
+time.time_ns = lambda: _time_ns() + _ms * 1_000_000
+"""
+
+
+@pytest.mark.parametrize("skew_ms,how", [(30_000, "offset"), (-30_000, "offset"), (5_000, "offset"),
+                                         (30_000, "time.time")])
+async def test_clock_skew_on_one_agent(tmp_path, skew_ms, how):
+    """One executor's clock runs ``skew_ms`` off: the settings offset (SWARM_CLOCK_OFFSET_MS,
+    fault injection only), or its process's time.time/time_ns themselves. It estimates its offset from its peers' stamps and stamps in step (holding back
     what it would stamp beyond what peers accept), so no work is wasted: watched during the
     run, every task attempt is executed once, no counted result changes, and the plan
     completes. (Before the correction, +30 s: 5 and 7 of 11 leaves executed twice, 11
     takeovers, counted results changed on some peers while the plan ran.)"""
-    skew = {"SWARM_CLOCK_OFFSET_MS": str(skew_ms)}
+    if how == "offset":
+        skew = {"SWARM_CLOCK_OFFSET_MS": str(skew_ms)}
+    else:
+        site = tmp_path / "wall-skew"
+        site.mkdir()
+        (site / "sitecustomize.py").write_text(WALL_SKEW)
+        skew = {"TEST_WALL_SKEW_MS": str(skew_ms), "PYTHONPATH": str(site)}
     with swarm(tmp_path, agent_env={"executor-2": skew}) as sw:
         async with trio.open_nursery() as nursery:
-            run = ChaosRun(sw, nursery, f"clock skew {skew_ms / 1000:+g} s on one executor")
+            run = ChaosRun(sw, nursery, f"clock skew {skew_ms / 1000:+g} s on one executor ({how})")
             run.rec.fault_end = time.monotonic()  # the fault lasts the whole run
             await run.start(GOAL, ready=[c.name for c in sw.children if c.name != "executor-2"])
             async def watch_executions():

@@ -374,3 +374,44 @@ def test_competition_counts_choices_among_splits_not_leaf_judgments():
     unjudged = leaf_only + [score(s1, g.id, p1.id, wall=30), prevote(s1, g.id, p1.id, 1, 40)]
     c = competition(fold(unjudged))
     assert (c.voted, c.judged_two, c.unscored) == (1, 0, 1)
+
+
+def _skewed_executor_run(seed: int, skew_ms: int, corrects: bool) -> tuple[Simulation, int, int]:
+    """One executor's clock ``skew_ms`` off, no other fault: (the run, tasks more than one
+    claim spent LLM work on, tasks whose counted result changed on some agent while the plan
+    ran: each agent's stored log replayed in its order)."""
+    from agent.core.skew import ClockCorrection
+    from support.chaos import counted_history, decode_all
+
+    sim = Simulation(SimConfig(seed=seed, executors=2))
+    fast = sim.by_name("executor-2")
+    fast.skew = skew_ms
+    if not corrects:  # the clock as it was before agent.core.skew: never corrected
+        fast.clock = ClockCorrection(bound_ms=10**9)
+    sim.run()
+    twice = sum(1 for claims in sim.stats.executions.values() if len(claims) > 1)
+    changed = set()
+    for a in sim.agents:
+        events, _ = decode_all(a.log.records)
+        changed |= {node for node, h in counted_history(events).items() if len(h) > 1}
+    return sim, twice, len(changed)
+
+
+@pytest.mark.parametrize("skew_ms", [30_000, -30_000, 5_000])
+def test_a_skewed_executor_corrects_its_clock_and_wastes_no_work(skew_ms):
+    """The clock bound (README): without faults a task runs once, a skewed clock included.
+    The skewed executor estimates its offset from its peers' stamps (agent.core.skew) and holds
+    back what it would stamp beyond what peers accept: no task is worked on under two claims
+    and no counted result changes on any agent. The same runs with the correction switched off
+    show that the check can fail (tasks run twice, counted results changed)."""
+    wasted_without = 0
+    for seed in range(4):
+        sim, twice, changed = _skewed_executor_run(seed, skew_ms, corrects=True)
+        assert sim.checker.ok, (seed, sim.checker.violations)
+        assert sim.stats.done_ms is not None, seed
+        assert (twice, changed) == (0, 0), (seed, twice, changed)
+        if abs(skew_ms) > 10_000:
+            _, twice, changed = _skewed_executor_run(seed, skew_ms, corrects=False)
+            wasted_without += twice + changed
+    if abs(skew_ms) > 10_000:
+        assert wasted_without > 0, "the uncorrected clock wasted nothing: the check cannot fail"

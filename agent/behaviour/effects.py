@@ -32,6 +32,7 @@ class Metric(StrEnum):
     LLM_BAD_OUTPUT = "llm_bad_output"
     SET_ASIDE = "set_aside"
     LEAF_BY_FALLBACK = "leaf_by_fallback"  # a vote for LEAF because rounds ran out
+    CLAIM_UNSTORED = "claim_unstored"  # a pull before work found our claim in no peer's store
     PULL_UNANSWERED = "pull_unanswered"  # an executor's pull before work that no peer answered
     PROPOSALS_SCORED = "proposals_scored"  # per first-round prevote: proposals on the table
 
@@ -57,6 +58,7 @@ class Cancel:
 @dataclass(frozen=True)
 class SyncPeers:
     ticket: int
+    confirm: str | None = None  # also ask each peer that answers whether it stored this event
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,7 @@ class PublishFailed:
 class SyncDone:
     new: int
     peers: int  # how many peers answered
+    holders: int | None = None  # of those, how many stored the event asked about (None: not asked)
 
 
 def log(level: str, event: str, **fields: Any) -> Log:

@@ -50,6 +50,7 @@ class _Task:
     sync_ticket: int | None = None
     synced: bool = False
     unanswered: int = 0  # pulls before work that no peer answered
+    unstored: int = 0  # pulls before work that found our claim in no peer's store
     ask_ticket: int | None = None
     attempt: int = 0
     started: int = 0
@@ -153,7 +154,7 @@ class Executor(Behaviour):
             if self.sync_before_work and not t.synced and not skip:
                 if t.sync_ticket is None:
                     t.sync_ticket = self.ticket()
-                    return [SyncPeers(t.sync_ticket)]
+                    return [SyncPeers(t.sync_ticket, confirm=t.claim)]
                 return []
             if lease is None:
                 self.task, self.phase = None, Phase.IDLE
@@ -224,6 +225,19 @@ class Executor(Behaviour):
                         log("info", "no peer answered the pull before work; pulling again", node=t.node,
                             event_id=t.claim, attempt=t.unanswered, retry_at_ms=t.settle_until),
                         *wake_at([t.settle_until])]
+            if answer.peers and answer.holders == 0:
+                # peers answered and none stored our claim (held: our clock runs ahead of
+                # theirs, or it was lost): work done now would not count anywhere yet
+                t.unstored += 1
+                if t.unstored < self.timing.attempts:
+                    t.settle_until = now + self.settle_ms() * (2 ** t.unstored)
+                    return [Count(Metric.CLAIM_UNSTORED),
+                            log("info", "no peer has stored our claim; waiting before work", node=t.node,
+                                event_id=t.claim, peers=answer.peers, attempt=t.unstored,
+                                retry_at_ms=t.settle_until),
+                            *wake_at([t.settle_until])]
+                return [Count(Metric.CLAIM_UNSTORED),
+                        *self._drop(tree.node(t.node), "no peer stored our claim")]
             if answer.peers == 0 and others:
                 out = [Count(Metric.PULL_UNANSWERED),
                        log("warning", "no peer answered the pull before work; working on what gossip showed",

@@ -15,20 +15,35 @@ clock's last stamp is still ahead of what peers accept).
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from typing import Any
 
 
 class SkewEstimator:
     def __init__(self, window_ms: int = 60_000, per_peer: int = 64, max_peers: int = 256,
-                 max_abs_ms: int = 3_600_000) -> None:
+                 max_abs_ms: int = 3_600_000, known_ms: int | None = None) -> None:
         self.window_ms = window_ms
         self.per_peer = per_peer
         self.max_peers = max_peers
         self.max_abs_ms = max_abs_ms  # lags beyond this are not clocks but replays of old events
         self._lags: OrderedDict[str, deque[tuple[int, int]]] = OrderedDict()  # peer -> (at, lag)
+        # every peer heard from lately, with or without a usable stamp: each one without a
+        # recent lag counts as in step (0), so an estimate needs most of the peers we know to
+        # agree; a few (one fast clock, one liar, and the agents they misled) cannot start a
+        # cascade in which every corrected clock misleads the next (found by the simulator)
+        self.known_ms = window_ms if known_ms is None else known_ms
+        self._heard: OrderedDict[str, int] = OrderedDict()  # peer -> last heard (our clock)
+
+    def heard(self, peer: str, local_ms: int) -> None:
+        """``peer`` sent a fresh event, usable stamp or not."""
+        self._heard[peer] = local_ms
+        self._heard.move_to_end(peer)
+        while len(self._heard) > self.max_peers:
+            self._heard.popitem(last=False)
 
     def sample(self, peer: str, stamp_ms: int, local_ms: int) -> None:
         """A fresh event of ``peer`` stamped ``stamp_ms`` arrived at ``local_ms`` (our clock
         without any correction)."""
+        self.heard(peer, local_ms)
         lag = local_ms - stamp_ms
         if abs(lag) > self.max_abs_ms:
             return
@@ -55,10 +70,69 @@ class SkewEstimator:
     def ahead_ms(self, local_ms: int) -> int:
         """How far our clock is ahead of the swarm's (negative: behind): the median of our
         offsets to the peers heard from recently, ourselves counted as 0; of the two middle
-        values, the one nearer 0."""
-        values = sorted([0, *self.per_peer_ms(local_ms).values()])
+        values, the one nearer 0. A peer heard from lately without a recent usable stamp
+        counts as 0."""
+        lags = self.per_peer_ms(local_ms)
+        for peer, at in list(self._heard.items()):
+            if local_ms - at > self.known_ms:
+                del self._heard[peer]
+        values = sorted([0, *(lags.get(p, 0) for p in self._heard)])
         n = len(values)
         if n % 2:
             return values[n // 2]
         a, b = values[n // 2 - 1], values[n // 2]
         return a if abs(a) <= abs(b) else b
+
+
+class ClockCorrection:
+    """What an agent subtracts from its clock to stamp in step with its peers (one rule for
+    every driver: agent.runtime, agent.sim). Corrected only beyond ``bound_ms``, what peers
+    accept anyway: within it, a gossip delay of a second while the mesh forms (measured)
+    would pass for an offset."""
+
+    def __init__(self, bound_ms: int, estimator: SkewEstimator | None = None) -> None:
+        self.bound_ms = bound_ms
+        self.estimator = estimator or SkewEstimator()
+        self.correction_ms = 0
+        self.ahead_ms = 0
+
+    def observe(self, peer: str, wall: int, logical: int, local_ms: int) -> None:
+        """A fresh event of ``peer`` stamped (``wall``, ``logical``), received at ``local_ms``
+        (our uncorrected clock), once its stamp passed the intake's clock check. Only a stamp
+        with logical 0 is its author's own clock: a hybrid clock that merged a later stamp
+        carries that stamp's wall with a logical above 0, and counting those let one fast
+        clock ratchet every estimate forward, a bound's worth per hop (the simulator: the
+        whole swarm 100 s ahead)."""
+        if logical == 0:
+            self.estimator.sample(peer, wall, local_ms)
+        else:
+            self.estimator.heard(peer, local_ms)
+
+    def update(self, local_ms: int) -> bool:
+        """Re-estimate at ``local_ms`` (our uncorrected clock); True when the correction moved
+        by more than half the bound, or started or stopped (worth one log line)."""
+        self.ahead_ms = ahead = self.estimator.ahead_ms(local_ms)
+        new = ahead if abs(ahead) > self.bound_ms else 0
+        notable = abs(new - self.correction_ms) > self.bound_ms // 2 or (new == 0) != (self.correction_ms == 0)
+        self.correction_ms = new
+        return notable
+
+
+def hold_back_until(last_stamp_ms: int, now_ms: int, bound_ms: int) -> int | None:
+    """While our last stamp (the hybrid clock's wall) is further ahead of our corrected clock
+    than peers accept, whatever we sign is held by every peer: the clock time (ours,
+    corrected) to wait for, when the lead is down to half the bound; None: publish now."""
+    if last_stamp_ms - now_ms <= bound_ms:
+        return None
+    return last_stamp_ms - bound_ms // 2
+
+
+def counts_for_clock(members: Any, ev: Any) -> bool:
+    """Whose stamps the estimate hears (``ev`` held or accepted by the intake): in a swarm with
+    an authority, only credentialed members' (a member minting keys could otherwise outvote
+    the honest peers with its own stamps, and every clock it moved would mislead the next);
+    in an open swarm, everyone's. A hello counts by itself: the intake checked its credential
+    before holding it, and a peer whose clock is far off holds every hello at first."""
+    if not members.closed or ev.body.type == "hello":
+        return True
+    return bool(members.roles_of(ev.author, ev.hlc.wall))

@@ -34,6 +34,7 @@ from agent.core.intake import Intake, IntakeConfig, Status
 from agent.core.membership import Membership, issue_credential
 from agent.core.plan import Plan
 from agent.core.reasons import Rejected
+from agent.core.skew import ClockCorrection, counts_for_clock, hold_back_until
 from agent.core.tree import Tree, derive
 from agent.eventlog import MemoryLog
 from agent.llm.base import LLMRequest, LLMUnavailable
@@ -45,6 +46,8 @@ from .byzantine import (
     SybilPublish,
 )
 from .config import START_MS, SimConfig
+
+CLOCK_CHECK_MS = 500  # how often a runtime re-estimates its clock (agent.runtime housekeeping)
 
 
 
@@ -67,6 +70,11 @@ class SimAgent:
     paused_until: int | None = None
     buffered: list[tuple[str, Any]] = field(default_factory=list)  # deliveries while paused
     skew: int = 0
+    # its runtime's clock correction (agent.core.skew), and effects held back meanwhile: its
+    # driver does not go on while a publish waits for its stamps to be within the bound
+    clock: ClockCorrection = field(default_factory=lambda: ClockCorrection(IntakeConfig().max_ahead_ms))
+    clock_checked: int = 0
+    deferred: list[Effect] = field(default_factory=list)
     byzantine: bool = False
     asks: dict[int, str] = field(default_factory=dict)  # live LLM tickets -> request kind
     wake_at: int | None = None
@@ -114,6 +122,7 @@ class SimStats:
     injected: list[str] = field(default_factory=list)
     done_ms: int | None = None
     virtual_ms: int = 0
+    held_back: int = 0  # publishes that waited for the agent's stamps to be within the bound
     first_round_tables: list[int] = field(default_factory=list)  # proposals on the table at prevote
     executions: dict[str, set] = field(default_factory=dict)  # task -> claims that spent LLM work on it
 
@@ -226,7 +235,19 @@ class Simulation:
         return None
 
     def local(self, a: SimAgent) -> int:
-        return self.now + a.skew
+        """The agent's clock as its runtime stamps by: skewed, then corrected to its peers'."""
+        return self.now + a.skew - a.clock.correction_ms
+
+    def _to_virtual(self, a: SimAgent, at_ms: int) -> int:
+        return at_ms - a.skew + a.clock.correction_ms
+
+    def _sample_clock(self, a: SimAgent, ev: Event) -> None:
+        """A fresh event of a peer: its stamp against our uncorrected clock (agent.runtime)."""
+        raw_now = self.now + a.skew
+        a.clock.observe(ev.author, ev.hlc.wall, ev.hlc.logical, raw_now)
+        if raw_now - a.clock_checked >= CLOCK_CHECK_MS:  # the runtime re-estimates every 0.5 s
+            a.clock_checked = raw_now
+            a.clock.update(raw_now)
 
     # ------------------------------------------------------------------ scheduling
     def at(self, when: int, kind: str, idx: int, payload: Any = None) -> None:
@@ -294,6 +315,10 @@ class Simulation:
             return False
         now = self.local(b)
         offer = b.intake.offer(ev, source, now)
+        if offer.status in (Status.ACCEPTED, Status.HELD) and source != "self" and not source.startswith("sync") \
+                and ev.author != b.me and counts_for_clock(b.intake.plan.members, ev):
+            # (a pending event's stamp is not checked yet: agent.runtime)
+            self._sample_clock(b, ev)
         if ev in offer.accepted and source != "self":
             b.meter.delivered(source.startswith("sync"), now - ev.hlc.wall, now)
         return self._took(b, offer)
@@ -334,7 +359,7 @@ class Simulation:
         m = sub.intake.plan.members
         if m.closed and any(m.covering(e, {"scorer"}, now) is None for e in self.params.electorate):
             nxt = sub.intake.next_due()
-            self.at(max(self.now + 1, nxt - sub.skew if nxt is not None else self.now + 1_000),
+            self.at(max(self.now + 1, self._to_virtual(sub, nxt) if nxt is not None else self.now + 1_000),
                     "script", -1, ("goal", None))
             return
         self.goal_id = self.publish(sub, Goal(title=self.cfg.goal, params=self.params)).id
@@ -503,6 +528,14 @@ class Simulation:
                     self._deliver(a, k, p)
                 a.dirty = True
             return
+        if kind == "held_back":
+            if payload == a.epoch and a.deferred and not a.crashed:
+                if a.paused_until is not None:
+                    a.buffered.append((kind, payload))
+                    return
+                effects, a.deferred = a.deferred, []
+                self._run(a, effects, held=True)  # waited its time: the first goes now
+            return
         if kind == "antientropy":
             self.at(self.now + self.cfg.sync_interval_ms, "antientropy", a.idx)
         if a.crashed:
@@ -526,13 +559,13 @@ class Simulation:
         elif kind == "antientropy":
             self._antientropy(a)
         elif kind == "sync_done":
-            epoch, ticket, raws, peers = payload
+            epoch, ticket, raws, peers, holders = payload
             if epoch != a.epoch:
                 return
             new = sum(self.offer(a, raw, "sync:" + self.agents[src].me) for raw, src in raws)
             a.synced = a.synced or peers > 0
             if ticket is not None and a.behaviour is not None:
-                self._answer(a, ticket, SyncDone(new, peers))
+                self._answer(a, ticket, SyncDone(new, peers, holders))
         elif kind == "llm":
             epoch, ticket, req = payload
             if epoch != a.epoch or ticket not in a.asks:
@@ -557,7 +590,10 @@ class Simulation:
         b = self.rng.choice(peers)
         self._request_sync(a, [b], None)
 
-    def _request_sync(self, a: SimAgent, peers: list[SimAgent], ticket: int | None) -> None:
+    def _request_sync(self, a: SimAgent, peers: list[SimAgent], ticket: int | None,
+                      confirm: str | None = None) -> None:
+        # (who stored the event asked about: as each peer's store holds it now)
+        holders = None if confirm is None else sum(1 for b in peers if confirm in b.intake.plan.events)
         raws = []
         seen = set()
         for b in peers:
@@ -571,13 +607,14 @@ class Simulation:
                 if ev is not None and ev.id not in seen and not a.intake.knows(ev.id):
                     seen.add(ev.id)
                     raws.append((raw, b.idx))
-        self.at(self.now + self.rng.randint(5, 120), "sync_done", a.idx, (a.epoch, ticket, raws, len(peers)))
+        self.at(self.now + self.rng.randint(5, 120), "sync_done", a.idx, (a.epoch, ticket, raws, len(peers), holders))
 
     # ------------------------------------------------------------------ crashes
     def _crash(self, a: SimAgent) -> None:
         a.crashed = True
         a.epoch += 1
         a.asks.clear()
+        a.deferred = []
         torn = ""
         if a.log.records and self.rng.random() < self.cfg.faults.torn:
             last = self._decode(a.log.records[-1])
@@ -607,6 +644,7 @@ class Simulation:
             a.ids_hash ^= int(e.id[:16], 16)
         a.behaviour = self._behaviour(a)
         a.meter, a.ready_at = NetMeter(), None
+        a.clock, a.clock_checked = ClockCorrection(a.intake.config.max_ahead_ms), 0  # a new process
         a.wake_at = None
         a.dirty = True
         a._tree = None
@@ -615,7 +653,7 @@ class Simulation:
     # ------------------------------------------------------------------ behaviours
     def _poll_dirty(self) -> None:
         for _ in range(50):  # effects answered at once can dirty agents again
-            dirty = [a for a in self.agents if a.dirty and a.up and a.behaviour is not None]
+            dirty = [a for a in self.agents if a.dirty and a.up and a.behaviour is not None and not a.deferred]
             if not dirty:
                 return
             for a in dirty:
@@ -641,8 +679,22 @@ class Simulation:
             a.ready_at = now
         a.behaviour.net = a.meter.view(now, None if a.ready_at is None else a.ready_at + STARTUP_GRACE_MS)
 
-    def _run(self, a: SimAgent, effects: list[Effect]) -> None:
-        for eff in effects:
+    def _run(self, a: SimAgent, effects: list[Effect], held: bool = False) -> None:
+        if a.deferred:  # a publish before these waits: they come after it, in order
+            a.deferred.extend(effects)
+            return
+        for k, eff in enumerate(effects):
+            if type(eff) is Publish and not a.byzantine and not (held and k == 0):
+                until = hold_back_until(a.intake.clock.wall, self.local(a), a.intake.config.max_ahead_ms)
+                if until is not None:
+                    a.deferred = list(effects[k:])
+                    self.stats.held_back += 1
+                    wait = min(until - self.local(a), a.intake.config.max_drift_ms)
+                    self.at(self.now + max(1, wait), "held_back", a.idx, a.epoch)
+                    return
+            if a.deferred:  # an answered ticket below held back: the rest wait too
+                a.deferred.extend(effects[k:])
+                return
             if isinstance(eff, ForgedPublish):
                 self._forge(a, eff)
             elif isinstance(eff, SybilPublish):
@@ -669,9 +721,9 @@ class Simulation:
                     self.stats.llm_cancelled += 1
             elif isinstance(eff, SyncPeers):
                 peers = [b for b in self.agents if b is not a and b.up and self.reachable(a.idx, b.idx)]
-                self._request_sync(a, peers, eff.ticket)
+                self._request_sync(a, peers, eff.ticket, eff.confirm)
             elif isinstance(eff, WakeAt):
-                at = eff.at_ms - a.skew  # the agent's clock -> virtual time
+                at = self._to_virtual(a, eff.at_ms)
                 if a.wake_at is None or at < a.wake_at or a.wake_at <= self.now:
                     a.wake_at = max(at, self.now + 1)
                     self.at(a.wake_at, "wake", a.idx, a.epoch)
