@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from agent.core.consensus import LEAF
 from agent.core.plan import Plan
 from agent.core.tree import derive
 from agent.logfile import read_log
@@ -39,14 +40,21 @@ def test_demo_on_embedded_model_completes_a_small_plan(tmp_path):
     tree = derive(plan, plan.latest_wall())
     (root,) = tree.roots
     assert root.state.value == "done"
-    assert 1 <= max(n.depth for n in root.walk()) <= 2
+    # the 135M model's splits do not always pass its own electors: when every split was judged
+    # unacceptable for the rounds the goal allows, the electorate decides LEAF and the goal is
+    # executed as one task; that is the protocol working, so the split is only required when
+    # the root's decision is a split (the decomposers' calls are required either way, below)
+    if plan.decided(root.id) == LEAF:
+        assert max(n.depth for n in root.walk()) == 0 and root.result and root.result["output"].strip()
+    else:
+        assert max(n.depth for n in root.walk()) == 1
     for n in root.walk():
         for pv in n.proposals:
             assert 2 <= len(pv.subgoals) <= root.params.max_children
             assert all(s["title"].strip() for s in pv.subgoals)
         if n.leaf:
             assert n.result and n.result["output"].strip()
-    answers = bad_outputs = 0
+    answers = bad_outputs = decompose_calls = 0
     for log in (tmp_path / "logs").glob("*.log"):
         for line in log.read_text(errors="replace").splitlines():
             if not line.startswith("{"):
@@ -56,8 +64,10 @@ def test_demo_on_embedded_model_completes_a_small_plan(tmp_path):
             except ValueError:
                 continue  # a library printing its own lines
             answers += ev == "llm.openai.answer"
+            decompose_calls += ev == "llm.call" and json.loads(line).get("kind") == "decompose"
             bad_outputs += ev == "llm.openai.bad_output"
             assert ev != "llm.llamacpp.loaded", f"{log.name} loaded a model of its own"
     made = sum(1 for e in events if e.type in ("proposal", "score", "result"))
     assert answers >= made, "every proposal, score and result came from a model answer"
     assert bad_outputs == 0, "an answer did not match its schema"
+    assert decompose_calls >= 1, "no decomposer asked the model for a split"
