@@ -10,10 +10,12 @@ import importlib.util
 
 import httpx
 import pytest
+from pydantic import create_model
 import trio
 
+from agent.llm.answers import answer_errors
 from agent.llm import models
-from agent.llm.base import LLMBadOutput, LLMUnavailable, ModelMissing, schema_errors
+from agent.llm.base import LLMBadOutput, LLMUnavailable, ModelMissing
 from agent.llm.llamacpp_backend import LlamaCppLLM, default_model_path, resolve_model_path
 from agent.llm.prompts import (
     Frame,
@@ -112,7 +114,7 @@ async def test_decompose_with_the_real_model(llm):
     req = decompose_request(Frame(GOAL), path=[GOAL], title=GOAL, description="",
                             strategy="by place", max_children=4, seed=2)
     answer = await llm.generate(req)
-    assert schema_errors(answer, req.schema) == []
+    assert answer_errors(answer, req.answer) == []
     subgoals = answer["steps"]
     assert 2 <= len(subgoals) <= 4
     for sub in subgoals:
@@ -143,7 +145,7 @@ async def test_rank_with_the_real_model(llm):
     b = [{"title": "Research options"}, {"title": "Plan the trip"}]
     req = rank_request(Frame(GOAL), path=[], title=GOAL, description="", splits=[a, b], scorer="peer-1", seed=2)
     answer = await llm.generate(req)
-    assert schema_errors(answer, req.schema) == []
+    assert answer_errors(answer, req.answer) == []
     assert answer["best"] in ("A", "B") and len(answer["plans"]) == 2
     try:
         ranking = parse_rank(answer, 2)
@@ -158,7 +160,7 @@ async def test_execute_with_the_real_model(llm):
     req = execute_request(Frame(GOAL), path=[GOAL, "Tokyo"], title="Book a hotel in Tokyo",
                           description="Three nights near a station", seed=3)
     answer = await llm.complete(req)
-    assert schema_errors(answer.value, req.schema) == []
+    assert answer_errors(answer.value, req.answer) == []
     assert 1 <= len(parse_execution(answer.value)) <= 4000
     # the counts are llama.cpp's own: the prompt alone is dozens of tokens
     assert answer.prompt_tokens > 50 and answer.completion_tokens > 3
@@ -191,7 +193,7 @@ async def test_concurrent_calls_are_serialised_and_the_loop_stays_responsive(llm
             inner.start_soon(call)
         outer.cancel_scope.cancel()
     elapsed = trio.current_time() - start
-    assert len(answers) == 2 and all(schema_errors(a, req.schema) == [] for a in answers)
+    assert len(answers) == 2 and all(answer_errors(a, req.answer) == [] for a in answers)
     assert answers[0] == answers[1]  # same seed, one call at a time: same answer
     assert ticks >= 0.5 * elapsed / 0.05  # trio kept running while llama.cpp worked
 
@@ -201,8 +203,8 @@ async def test_concurrent_calls_are_serialised_and_the_loop_stays_responsive(llm
 async def test_a_bad_answer_is_retried_then_reported(monkeypatch):
     backend = LlamaCppLLM(SMALL, retries=1)
     req = execute_request(Frame(GOAL), path=[], title="Pack", description="", seed=5)
-    # a schema the answer cannot meet after parsing: our validator must catch it
-    impossible = dict(req.schema, required=["actions", "missing"])
+    # an answer model the cut answer cannot meet after parsing: our validation must catch it
+    impossible = create_model("Impossible", __base__=req.answer, missing=(str, ...))
     seeds = []
     original = backend._body
 
@@ -215,7 +217,7 @@ async def test_a_bad_answer_is_retried_then_reported(monkeypatch):
     monkeypatch.setattr(backend, "_body", spy)
     try:
         with pytest.raises(LLMBadOutput, match="2 attempt"):
-            await backend.generate(type(req)(**{**req.__dict__, "schema": impossible}))
+            await backend.generate(type(req)(**{**req.__dict__, "answer": impossible}))
         assert len(seeds) == 2 and seeds[0] != seeds[1]
     finally:
         await backend.aclose()

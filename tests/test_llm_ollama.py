@@ -10,8 +10,9 @@ import ollama
 import pytest
 from structlog.testing import capture_logs
 
+from agent.llm.answers import answer_errors
 from agent.llm import generate_parsed, make_llm
-from agent.llm.base import LLMBadOutput, LLMError, LLMUnavailable, ModelMissing, schema_errors
+from agent.llm.base import LLMBadOutput, LLMError, LLMUnavailable, ModelMissing
 from agent.llm.llamacpp_backend import LlamaCppLLM
 from agent.llm.ollama_backend import OllamaLLM, model_matches
 from agent.llm.prompts import (
@@ -92,9 +93,9 @@ async def test_each_kind_succeeds_with_the_schema_sent_as_format(fake):
     # no canned reply: the fake answers with a minimal instance of the schema
     rreq = rank_request(Frame(GOAL), path=[], title=GOAL, description="",
                         splits=[GOOD_SPLIT["steps"], GOOD_SPLIT["steps"][:2]], scorer="me")
-    assert schema_errors(await llm.generate(rreq), rreq.schema) == []
+    assert answer_errors(await llm.generate(rreq), rreq.answer) == []
     ereq = execute_request(Frame(GOAL), path=[GOAL], title="Tokyo", description="")
-    assert schema_errors(await llm.generate(ereq), ereq.schema) == []
+    assert answer_errors(await llm.generate(ereq), ereq.answer) == []
     assert llm.last_timings["completion_tokens"] >= 1
     await llm.aclose()
 
@@ -264,4 +265,4 @@ def test_minimal_instance_is_valid_for_every_schema():
                 rank_request(f, path=[], title=GOAL, description="", splits=[[{"title": "a"}]] * 3, scorer="s"),
                 brief_request(f), review_request(f, path=[], title="t", description="", result="r"),
                 synthesis_request(f, path=[], title=GOAL, description="", children=[("a", "b"), ("c", "d")])):
-        assert schema_errors(minimal_instance(req.schema), req.schema) == []
+        assert answer_errors(minimal_instance(req.schema), req.answer) == []

@@ -7,7 +7,8 @@ import json
 import pytest
 
 from agent.llm import prompts as P
-from agent.llm.base import LLMBadOutput, schema_errors, validate
+from agent.llm.answers import answer_errors, checked
+from agent.llm.base import LLMBadOutput
 
 GOAL = "Plan a two-week trip to Japan"
 BRIEF = {"duration": "14 days", "dates": "1-14 April 2027", "budget": "4,000 EUR for two",
@@ -165,9 +166,14 @@ def test_outline_always_fits_and_comes_first():
 def test_validator_against_the_generated_schemas():
     req = every_request()[1]
     good = {"steps": [{"title": "abc", "description": "", "after": []}] * 3}
-    assert validate(good, req.schema) == good
-    assert schema_errors({"steps": [{"title": "ab", "description": "", "after": []}] * 3}, req.schema)
-    assert schema_errors({"steps": []}, req.schema)
+    assert checked(good, req.answer) == good
+    assert answer_errors({"steps": [{"title": "ab", "description": "", "after": []}] * 3}, req.answer)
+    assert answer_errors({"steps": []}, req.answer)
+    assert answer_errors({"steps": good["steps"], "extra": 1}, req.answer) == ["extra: Extra inputs are not permitted"]
+    with pytest.raises(LLMBadOutput, match="steps.0.title"):
+        checked({"steps": [{"title": "ab", "description": "", "after": []}] * 3}, req.answer)
+    with pytest.raises(LLMBadOutput, match="not a JSON object"):
+        checked(["steps"], req.answer)
 
 
 def test_an_action_that_already_names_its_cost_and_date_does_not_get_them_twice():

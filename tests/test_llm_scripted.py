@@ -13,8 +13,8 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent.llm.answers import answer_errors
 from agent.llm import prompts
-from agent.llm.base import schema_errors
 from agent.llm.prompts import (
     Frame,
     decompose_request,
@@ -44,14 +44,14 @@ def split(goal=GOAL, title=None, strategy="by place", max_children=5, path=None,
     req = decompose_request(Frame(goal), path=[goal] if path is None else path, title=title,
                             description="", strategy=strategy, max_children=max_children, **kw)
     answer = scripted_answer(req)
-    assert schema_errors(answer, req.schema) == []
+    assert answer_errors(answer, req.answer) == []
     return parse_decomposition(answer, max_children=max_children)
 
 
 def rank(splits, scorer="s1", title=GOAL):
     req = rank_request(Frame(GOAL), path=[], title=title, description="", splits=splits, scorer=scorer)
     answer = scripted_answer(req)
-    assert schema_errors(answer, req.schema) == []
+    assert answer_errors(answer, req.answer) == []
     return parse_rank(answer, len(splits))  # a consistent judgment: never refused
 
 
@@ -93,7 +93,7 @@ def test_every_kind_is_schema_valid():
         execute_request(Frame(GOAL), path=[GOAL], title="x" * 120, description=""),
     ]
     for req in reqs:
-        assert schema_errors(scripted_answer(req), req.schema) == [], req.kind
+        assert answer_errors(scripted_answer(req), req.answer) == [], req.kind
 
 
 def test_splits_follow_the_strategy_and_the_topic():
@@ -155,7 +155,7 @@ def test_any_decomposition_is_valid_and_distinct(title, goal, strategy, max_chil
     req = decompose_request(Frame(goal), path=path, title=title, description="",
                             strategy=strategy, max_children=max_children, **kwargs)
     answer = scripted_answer(req)
-    assert schema_errors(answer, req.schema) == []
+    assert answer_errors(answer, req.answer) == []
     subs = parse_decomposition(answer, max_children=max_children)
     assert len(subs) == len(answer["steps"])  # nothing needed cleaning
     assert 2 <= len(subs) <= max_children
@@ -163,7 +163,7 @@ def test_any_decomposition_is_valid_and_distinct(title, goal, strategy, max_chil
     assert len(set(titles)) == len(titles)
     assert " ".join(title.split()).casefold() not in titles
     rreq = rank_request(Frame(goal), path=path, title=title, description="", splits=[subs], scorer=title[:8])
-    assert schema_errors(scripted_answer(rreq), rreq.schema) == []
+    assert answer_errors(scripted_answer(rreq), rreq.answer) == []
 
 
 def test_a_refinement_wins_the_ranking_against_its_original_most_of_the_time():
@@ -258,7 +258,7 @@ def test_scripted_answers_atomic_and_synthesis_requests():
     for req in (prompts.atomic_request(Frame(GOAL), path=[GOAL], title="Book a hotel", description=""),
                 prompts.synthesis_request(Frame(GOAL), path=[], title=GOAL, description="",
                                           children=[("Tokyo", "Three days.")])):
-        assert schema_errors(scripted_answer(req), req.schema) == []
+        assert answer_errors(scripted_answer(req), req.answer) == []
 
 
 def test_the_scripted_executor_keeps_to_the_share_of_the_budget_it_is_given():

@@ -22,7 +22,9 @@ import pytest
 import trio
 
 from agent.llm import models
-from agent.llm.base import LLMBadOutput, LLMRequest, LLMUnavailable, ModelMissing, schema_errors
+from agent.llm.answers import Answer as AnswerModel
+from agent.llm.answers import Text, answer_errors
+from agent.llm.base import LLMBadOutput, LLMRequest, LLMUnavailable, ModelMissing
 from agent.llm.openai_backend import LLMAuthError, OpenAILLM
 from agent.llm.prompts import Frame, decompose_request, parse_decomposition
 from agent.llm.server import LocalLLMServer, spawn_server
@@ -46,16 +48,19 @@ needs_model = pytest.mark.skipif(not _have_model(), reason="xllamacpp or the llm
 SYSTEM = ("You are a careful planner inside a swarm of agents. You answer only with JSON. "
           "The brief: a traveller spends two weeks in Japan in spring, likes temples, gardens and "
           "trains, dislikes crowds, has a rail pass, and wants one rest day each week. ") * 3
-TEXT_SCHEMA = {"type": "object", "properties": {"result": {"type": "string", "minLength": 1,
-                                                           "maxLength": 300}},
-               "required": ["result"], "additionalProperties": False}
+class TextAnswer(AnswerModel):
+    result: Text(300, 1)
+
+
+class LongAnswer(AnswerModel):
+    result: Text(1600, 1500)
 
 
 def text_request(prompt: str, kind: str = "execute", **kw) -> LLMRequest:
     """A request of any kind: the backend is generic over LLMRequest (new kinds will come)."""
     kw.setdefault("max_tokens", 120)
     kw.setdefault("seed", 1)
-    return LLMRequest(kind=kind, system=SYSTEM, prompt=prompt, schema=TEXT_SCHEMA, **kw)
+    return LLMRequest(kind=kind, system=SYSTEM, prompt=prompt, answer=TextAnswer, **kw)
 
 
 def free_port() -> int:
@@ -142,7 +147,7 @@ async def test_the_backend_answers_any_request_kind_valid_against_its_schema(ser
         split = decompose_request(Frame(goal=GOAL), path=[], title=GOAL, description="",
                                   strategy="by place", max_children=4, seed=seed)
         answer = await llm.complete(split)
-        assert schema_errors(answer.value, split.schema) == []
+        assert answer_errors(answer.value, split.answer) == []
         try:
             parsed.append(parse_decomposition(answer.value, max_children=4))
             break
@@ -152,7 +157,7 @@ async def test_the_backend_answers_any_request_kind_valid_against_its_schema(ser
     assert answer.prompt_tokens > 50 and answer.completion_tokens > 5
     # a kind no backend knows yet goes through the same way
     other = await llm.complete(text_request("Name one temple in Kyoto.", kind="critique"))
-    assert schema_errors(other.value, TEXT_SCHEMA) == []
+    assert answer_errors(other.value, TextAnswer) == []
     t = llm.last_timings
     assert t["kind"] == "critique" and t["tokens_per_second"] > 0 and t["seconds"] > 0
     assert t["cached_tokens"] is not None and t["mode"] == "json_schema"
@@ -176,11 +181,8 @@ async def test_a_shared_prefix_is_computed_once(server):
 
 def long_request(seed: int = 1) -> LLMRequest:
     """An answer that cannot be short (the grammar forces 1500+ characters): minutes of work."""
-    schema = {"type": "object", "properties": {"result": {"type": "string", "minLength": 1500,
-                                                          "maxLength": 1600}},
-              "required": ["result"], "additionalProperties": False}
     return LLMRequest(kind="execute", system="You write long stories.", prompt="Write a long story.",
-                      schema=schema, max_tokens=1500, seed=seed)
+                      answer=LongAnswer, max_tokens=1500, seed=seed)
 
 
 @pytest.mark.slow
@@ -202,7 +204,7 @@ async def test_a_cancelled_call_is_aborted_in_llama_cpp(tmp_path):
         assert srv.gate.stats.aborted == 1 and not llm.calls
         # and the single slot serves the next request
         answer = await llm.complete(text_request("Name one city.", max_tokens=40))
-        assert schema_errors(answer.value, TEXT_SCHEMA) == []
+        assert answer_errors(answer.value, TextAnswer) == []
         await llm.aclose()
 
 
@@ -220,7 +222,7 @@ async def test_beyond_the_queue_it_answers_503_and_the_backend_retries(tmp_path)
             with pytest.raises(LLMUnavailable, match=r"\(503\): server busy"):
                 await busy.complete(text_request("Name one river."))
             answer = await patient.complete(text_request("Name one lake.", max_tokens=40))
-        assert schema_errors(answer.value, TEXT_SCHEMA) == []
+        assert answer_errors(answer.value, TextAnswer) == []
         assert srv.gate.stats.busy >= 2  # the refused call and the patient one's first tries
         await busy.aclose()
         await patient.aclose()
@@ -268,7 +270,7 @@ def test_serve_llm_prints_its_url_serves_and_stops_on_sigterm(tmp_path):
             finally:
                 await llm.aclose()
 
-        assert schema_errors(trio.run(call), TEXT_SCHEMA) == []
+        assert answer_errors(trio.run(call), TextAnswer) == []
         # a second server on the same port: one clear line, exit 1
         busy = subprocess.run([sys.executable, "-m", "agent", "serve-llm", "--model", SMALL,
                                "--port", str(port), "--key-file", str(tmp_path / "key2")],

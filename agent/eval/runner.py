@@ -73,7 +73,7 @@ def goal_text(g: EvalGoal) -> str:
 def single_request(g: EvalGoal | str, max_tokens: int, seed: int) -> LLMRequest:
     text = goal_text(g) if isinstance(g, EvalGoal) else g
     return LLMRequest(kind="execute", system="", prompt=SINGLE_PROMPT.format(goal=text.rstrip(".")),
-                      schema={}, context={"goal": text}, max_tokens=max_tokens, temperature=0.7,
+                      context={"goal": text}, max_tokens=max_tokens, temperature=0.7,
                       seed=seed, free_text=True)
 
 

@@ -25,7 +25,6 @@ from agent.llm.base import (
     LLMUnavailable,
     ModelMissing,
     generate_parsed,
-    validate,
 )
 from agent.llm.scripted import ScriptedLLM, scripted_answer
 
@@ -41,7 +40,6 @@ __all__ = [
     "generate_parsed",
     "make_llm",
     "scripted_answer",
-    "validate",
 ]
 
 PROBE_TIMEOUT = 2.0

@@ -7,12 +7,13 @@ items until max_tokens cuts the JSON off). ``schema_of`` inlines the model's ref
 schema is one self-contained object, as llama.cpp's and Ollama's grammars want it.
 """
 
+import json
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from agent.llm.base import LLMBadOutput
+from agent.llm.base import LLMBadOutput, _short
 
 
 class Answer(BaseModel):
@@ -138,6 +139,34 @@ def _inline(schema: dict) -> dict:
         return node
 
     return walk(schema)
+
+
+def answer_errors(value: Any, model: type[Answer]) -> list[str]:
+    """Every way ``value`` is not a valid ``model`` (empty when it is one), each "where: why"."""
+    try:
+        model.model_validate(value)
+    except ValidationError as exc:
+        return [f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}" for e in exc.errors()]
+    return []
+
+
+def checked(value: Any, model: type[Answer]) -> dict:
+    """``value`` as the plain JSON object ``model`` makes of it, or ``LLMBadOutput``: what every
+    backend returns for a request's answer."""
+    if not isinstance(value, dict):
+        raise LLMBadOutput(f"answer is not a JSON object: {_short(value)}")
+    return parse_as(model, value, "answer does not match the schema").model_dump(mode="json")
+
+
+def parse_answer(text: str | None, model: type[Answer]) -> dict:
+    """A model's message content parsed as JSON and ``checked`` against ``model``."""
+    if not text or not text.strip():
+        raise LLMBadOutput("empty answer")
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LLMBadOutput(f"answer is not JSON ({exc.msg} at {exc.pos}): {_short(text)}") from None
+    return checked(value, model)
 
 
 def parse_as(model: type[Answer], value: Any, what: str) -> Any:

@@ -1,8 +1,9 @@
-"""The one LLM interface every role uses, its errors, and a small JSON-schema validator.
+"""The one LLM interface every role uses and its errors.
 
-Backends return a dict that is valid against ``req.schema``; anything else is an error from the
-hierarchy below, so a role only ever has to handle ``LLMError`` (and may retry
-``LLMUnavailable`` later).
+Backends return a dict that is valid as ``req.answer`` (a pydantic model of
+``agent.llm.answers``, whose JSON schema ``req.schema`` constrains their decoding); anything
+else is an error from the hierarchy below, so a role only ever has to handle ``LLMError`` (and
+may retry ``LLMUnavailable`` later).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import abc
 import dataclasses
 import json
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping, TypeVar
 
@@ -24,7 +24,9 @@ class LLMRequest:
     kind: RequestKind
     system: str
     prompt: str
-    schema: dict  # JSON schema of the answer object
+    # the answer's pydantic model (agent.llm.answers): its schema for constrained decoding, its
+    # validation for what comes back; None only for a free-text request
+    answer: Any = None
     context: Mapping[str, Any] = field(default_factory=dict)  # facts the prompt was built from
     max_tokens: int = 512
     temperature: float = 0.7
@@ -32,6 +34,19 @@ class LLMRequest:
     # the answer is free text, not JSON: backends send no constraint and answer {"text": ...}
     # (the quality benchmark's one direct call; no role asks for it)
     free_text: bool = False
+
+    def __post_init__(self) -> None:
+        if self.answer is None and not self.free_text:
+            raise ValueError(f"a {self.kind} request for JSON needs the answer's model")
+
+    @property
+    def schema(self) -> dict:
+        """The answer's JSON schema, references inlined ({} for free text)."""
+        if self.answer is None:
+            return {}
+        from agent.llm.answers import schema_of  # answers imports this module's errors
+
+        return schema_of(self.answer)
 
 
 @dataclass(frozen=True)
@@ -70,7 +85,7 @@ class LLM(abc.ABC):
     model: str = "?"  # model name or path, for logs
 
     async def complete(self, req: LLMRequest) -> Answer:
-        """Answer ``req`` with a dict valid against ``req.schema`` and its token counts (summed
+        """Answer ``req`` with a dict valid as ``req.answer`` and its token counts (summed
         over the backend's own retries: they were spent too).
 
         Backends override this. A backend written before token accounting overrides only
@@ -110,101 +125,6 @@ async def generate_parsed(
             last = exc
     assert last is not None
     raise last
-
-
-# ---------------------------------------------------------------------------------------------
-# A tiny validator for the subset of JSON schema the prompts use (type, properties, required,
-# additionalProperties, items, min/maxItems, min/maxLength, minimum/maximum, enum, const). It is strict
-# about what it knows and ignores keywords it does not (such as "description").
-
-_TYPES: dict[str, tuple[type, ...]] = {
-    "object": (dict,),
-    "array": (list,),
-    "string": (str,),
-    "boolean": (bool,),
-    "integer": (int,),
-    "number": (int, float),
-    "null": (type(None),),
-}
-
-
-def schema_errors(instance: Any, schema: Mapping[str, Any], path: str = "$") -> list[str]:
-    """Every way ``instance`` violates ``schema`` (empty when valid)."""
-    errors: list[str] = []
-    typ = schema.get("type")
-    if typ is not None:
-        types = [typ] if isinstance(typ, str) else list(typ)
-        ok = False
-        for t in types:
-            py = _TYPES.get(t)
-            if py is None:
-                continue
-            if isinstance(instance, bool) and t in ("integer", "number"):
-                continue  # JSON booleans are not numbers
-            if t == "integer" and isinstance(instance, float):
-                ok = ok or instance.is_integer()
-                continue
-            if isinstance(instance, py):
-                ok = True
-        if not ok:
-            return [f"{path}: expected {typ}, got {type(instance).__name__}"]
-    if "const" in schema and instance != schema["const"]:
-        errors.append(f"{path}: {instance!r} is not {schema['const']!r}")
-    if "enum" in schema and instance not in schema["enum"]:
-        errors.append(f"{path}: {instance!r} is not one of {schema['enum']!r}")
-    if isinstance(instance, dict):
-        props = schema.get("properties", {})
-        for key in schema.get("required", ()):
-            if key not in instance:
-                errors.append(f"{path}: missing required property {key!r}")
-        for key, value in instance.items():
-            if key in props:
-                errors.extend(schema_errors(value, props[key], f"{path}.{key}"))
-            elif schema.get("additionalProperties") is False:
-                errors.append(f"{path}: unexpected property {key!r}")
-    elif isinstance(instance, list):
-        if "minItems" in schema and len(instance) < schema["minItems"]:
-            errors.append(f"{path}: {len(instance)} items, fewer than {schema['minItems']}")
-        if "maxItems" in schema and len(instance) > schema["maxItems"]:
-            errors.append(f"{path}: {len(instance)} items, more than {schema['maxItems']}")
-        if "items" in schema:
-            for i, item in enumerate(instance):
-                errors.extend(schema_errors(item, schema["items"], f"{path}[{i}]"))
-    elif isinstance(instance, str):
-        if "minLength" in schema and len(instance) < schema["minLength"]:
-            errors.append(f"{path}: string shorter than {schema['minLength']}")
-        if "maxLength" in schema and len(instance) > schema["maxLength"]:
-            errors.append(f"{path}: string longer than {schema['maxLength']}")
-    elif isinstance(instance, (int, float)) and not isinstance(instance, bool):
-        if isinstance(instance, float) and not math.isfinite(instance):
-            errors.append(f"{path}: {instance!r} is not a finite number")
-        if "minimum" in schema and instance < schema["minimum"]:
-            errors.append(f"{path}: {instance} is below the minimum {schema['minimum']}")
-        if "maximum" in schema and instance > schema["maximum"]:
-            errors.append(f"{path}: {instance} is above the maximum {schema['maximum']}")
-    return errors
-
-
-def validate(instance: Any, schema: Mapping[str, Any]) -> dict:
-    """Return ``instance`` if it is an object valid against ``schema``; else ``LLMBadOutput``."""
-    if not isinstance(instance, dict):
-        raise LLMBadOutput(f"answer is not a JSON object: {_short(instance)}")
-    errors = schema_errors(instance, schema)
-    if errors:
-        more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
-        raise LLMBadOutput("answer does not match the schema: " + "; ".join(errors[:3]) + more)
-    return instance
-
-
-def parse_json_answer(text: str | None, schema: Mapping[str, Any]) -> dict:
-    """Parse a model's message content as JSON and validate it against ``schema``."""
-    if not text or not text.strip():
-        raise LLMBadOutput("empty answer")
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise LLMBadOutput(f"answer is not JSON ({exc.msg} at {exc.pos}): {_short(text)}") from None
-    return validate(value, schema)
 
 
 def _short(value: Any, limit: int = 160) -> str:

@@ -31,8 +31,8 @@ from agent.llm.base import (
     LLMRequest,
     LLMUnavailable,
     ModelMissing,
-    parse_json_answer,
 )
+from agent.llm.answers import parse_answer
 
 log = structlog.get_logger()
 
@@ -214,7 +214,7 @@ class LlamaCppLLM(LLM):
                 "finish_reason": choice.get("finish_reason"),
             }
             try:
-                answer = {"text": content or ""} if req.free_text else parse_json_answer(content, req.schema)
+                answer = {"text": content or ""} if req.free_text else parse_answer(content, req.answer)
             except LLMBadOutput as exc:
                 last = exc
                 log.warning("llm.llamacpp.bad_output", kind=req.kind, attempt=attempt + 1,

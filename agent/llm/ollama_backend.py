@@ -24,8 +24,8 @@ from agent.llm.base import (
     LLMRequest,
     LLMUnavailable,
     ModelMissing,
-    parse_json_answer,
 )
+from agent.llm.answers import parse_answer
 
 log = structlog.get_logger()
 
@@ -172,7 +172,7 @@ class OllamaLLM(LLM):
         try:
             if req.free_text:
                 return Answer({"text": resp.message.content or ""}, *spent)
-            return Answer(parse_json_answer(resp.message.content, req.schema), *spent)
+            return Answer(parse_answer(resp.message.content, req.answer), *spent)
         except LLMBadOutput as exc:
             log.warning("llm.ollama.bad_output", kind=req.kind, model=self.model,
                         attempt=n, attempts=attempts, error=str(exc))

@@ -45,8 +45,8 @@ from agent.llm.base import (
     LLMRequest,
     LLMUnavailable,
     ModelMissing,
-    parse_json_answer,
 )
+from agent.llm.answers import parse_answer
 
 log = structlog.get_logger()
 
@@ -373,8 +373,8 @@ class OpenAILLM(LLM):
                     raise LLMBadOutput("an empty answer to a free-text request")
                 value = {"text": content}
             else:
-                value = parse_json_answer(extract_json(content) if mode != "json_schema" else content,
-                                          req.schema)
+                value = parse_answer(extract_json(content) if mode != "json_schema" else content,
+                                     req.answer)
         except LLMBadOutput as exc:
             timing.outcome = "bad_output"
             self._record(timing)

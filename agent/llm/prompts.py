@@ -182,7 +182,7 @@ def brief_text(brief: Mapping[str, str] | None) -> str:
 def _request(kind: str, frame: Frame, lines: list[str], model: type, context: dict[str, Any],
              temperature: float, seed: int | None) -> LLMRequest:
     schema = schema_of(model)
-    return LLMRequest(kind=kind, system=SYSTEM, prompt="\n".join(frame.lines() + lines), schema=schema,
+    return LLMRequest(kind=kind, system=SYSTEM, prompt="\n".join(frame.lines() + lines), answer=model,
                       context={**frame.context(), **context, "seed": seed},
                       max_tokens=token_budget(schema), temperature=temperature, seed=seed)
 
@@ -310,7 +310,7 @@ def outline_request(frame: Frame, *, path: Sequence[str], title: str, descriptio
         "sections. Keep to the brief."
     )
     return LLMRequest(kind="decompose", system=SYSTEM.replace(" You answer only with JSON.", ""),
-                      prompt="\n".join(frame.lines() + lines), schema={},
+                      prompt="\n".join(frame.lines() + lines),
                       context={**frame.context(), "path": list(path), "title": title, "description": description,
                                "strategy": "outline", "max_children": max_children, "seed": seed, "outline": True},
                       max_tokens=OUTLINE_TOKENS, temperature=0.7, seed=seed, free_text=True)

@@ -2,7 +2,7 @@
 
 It is never a product default. ``scripted_answer`` reads only ``req.context`` (the keyword
 arguments given to the ``*_request`` builders in ``prompts``) and returns an answer valid
-against ``req.schema``; the same context always gives the same answer, in any process.
+as ``req.answer``; the same context always gives the same answer, in any process.
 
 - decompose: 3..5 (at most max_children) subgoals drawn from a facet list chosen by the
   strategy ("by place", "by activity", "by day", "by phase", anything else: a generic list
@@ -32,7 +32,8 @@ from agent.core.scoring import chore_count
 from agent.llm import prompts
 import json
 
-from agent.llm.base import LLM, Answer, LLMRequest, estimate_tokens, validate
+from agent.llm.answers import checked
+from agent.llm.base import LLM, Answer, LLMRequest, estimate_tokens
 
 # (name, what to do, concrete detail of a refinement, atomic)
 Facet = tuple[str, str, str, bool]
@@ -426,7 +427,7 @@ def _review(ctx: Mapping[str, Any]) -> dict:
 
 
 def scripted_answer(req: LLMRequest) -> dict:
-    """The deterministic answer to ``req`` (valid against ``req.schema``)."""
+    """The deterministic answer to ``req`` (valid as ``req.answer``)."""
     ctx = req.context or {}
     if req.free_text:
         return {"text": _single_plan(ctx, int(ctx.get("max_children") or 4))}
@@ -463,7 +464,7 @@ class ScriptedLLM(LLM):
             await trio.sleep(self.latency)
         else:
             await trio.lowlevel.checkpoint()
-        value = scripted_answer(req) if req.free_text else validate(scripted_answer(req), req.schema)
+        value = scripted_answer(req) if req.free_text else checked(scripted_answer(req), req.answer)
         # a deterministic estimate: the same request always costs the same
         return Answer(value, estimate_tokens(req.system + "\n" + req.prompt),
                       estimate_tokens(json.dumps(value, separators=(",", ":"))))
