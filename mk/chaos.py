@@ -8,8 +8,9 @@ Success (exit 0) needs all three: the kill happened (the container is no longer 
 came while the plan was in progress, and the root was done after it. The last is checked on
 the plan itself, not on when we happened to look: the root's synthesis (its claim, which only
 comes once every child is done) must start after the kill. A plan that finished before the
-victim could be killed proves nothing and exits 3, saying so (give the LLM more time per
-answer: on the podman cluster `SWARM_SCRIPTED_LATENCY`).
+victim could be killed proves nothing and exits 3, saying so, with the way to give the plan
+more time: the scripted LLM at 10 s per answer (`make up SWARM_LLM=scripted
+SWARM_SCRIPTED_LATENCY=10`; the latency alone does nothing while the agents use a real model).
 
 Also imported by tests/test_cluster_podman.py (compose_cmd/observe/find_goal/summary).
 """
@@ -26,6 +27,10 @@ from collections import Counter
 
 # A second process inside a running agent's container must not take the agent's ports or its
 # data directory: give it an ephemeral libp2p port, no metrics server and its own store.
+# what to do when the plan finished before the kill: SWARM_SCRIPTED_LATENCY alone does nothing
+# while the agents run a real model (the podman cluster's default, SWARM_LLM=openai)
+SLOWER = ("Give the plan more time: run the scripted LLM at 10 s per answer "
+          "(make down; make up SWARM_LLM=scripted SWARM_SCRIPTED_LATENCY=10), then make chaos again")
 ONE_SHOT_ENV = {"SWARM_LISTEN_PORT": "0", "SWARM_METRICS_PORT": "0", "SWARM_WEB_PORT": "0"}
 
 
@@ -135,7 +140,7 @@ def main() -> int:
             last = line
         if killed_at is None and node is not None and node.get("state") == "done":
             say(f"FAILED: the plan was done before {a.victim} could be killed: nothing proven. "
-                "Give the LLM more time per answer (podman cluster: make up SWARM_SCRIPTED_LATENCY=10)")
+                + SLOWER)
             return 3
         if killed_at is None and in_progress(node):
             say(f"plan in progress: killing {a.victim}")
@@ -152,8 +157,7 @@ def main() -> int:
             start = synthesis_start_ms(node)
             if killed_at is None or start is None or start / 1000 < killed_at:
                 say(f"FAILED: the root's synthesis began before {a.victim} was killed: the plan was "
-                    "finished without it, nothing proven. Give the LLM more time per answer "
-                    "(podman cluster: make up SWARM_SCRIPTED_LATENCY=10)")
+                    "finished without it, nothing proven. " + SLOWER)
                 return 3
             say(f"root done: its synthesis began {start / 1000 - killed_at:.1f}s after {a.victim} "
                 f"was killed; digest {tree.get('digest')}")

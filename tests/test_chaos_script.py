@@ -87,6 +87,8 @@ def test_a_plan_done_before_the_kill_is_a_failure(tmp_path):
     assert r.returncode == 3, r.stdout + r.stderr
     assert "killing" not in r.stdout
     assert "nothing proven" in r.stdout
+    # the way out names the scripted LLM too: its latency alone does nothing on a real model
+    assert "make up SWARM_LLM=scripted SWARM_SCRIPTED_LATENCY=10" in r.stdout
 
 
 def test_a_root_finished_before_the_kill_landed_is_a_failure(tmp_path):
