@@ -274,6 +274,38 @@ def test_the_goals_own_month_wins_over_a_brief_that_names_another():
     assert months_in("it may rain") == [] and months_in("in May") == [(None, 5)]
 
 
+@pytest.mark.parametrize("goal_text,dates,expected", [
+    # read beside a single call: a vegetable garden set in December had sowing outdoors in December
+    ("Plant a vegetable garden in a backyard", "2026-12-02", "2027-03-01 to 2027-05-29"),
+    ("Grow tomatoes and lettuce on a balcony", "2026-12-20 to 2027-03-19", "2027-03-01 to 2027-05-29"),
+    ("Plant a vegetable garden in a backyard", "2027-04-10", "2027-04-10 to 2027-07-08"),  # in season: kept
+    ("Start a flower garden in Melbourne", "2026-12-02", "2027-09-01 to 2027-11-29"),  # south: spring is September
+    ("Plan a ski trip to the Alps", "2026-12-02", "2026-12-02 to 2027-03-01"),  # in the snow season now
+    ("Plan a ski trip to Queenstown, New Zealand", "2026-12-02", "2027-06-01 to 2027-08-29"),
+    ("Grow herbs indoors on a windowsill", "2026-12-02", "2026-12-02 to 2027-03-01"),  # no season indoors
+    ("Plan a vegetable garden in June", "2026-12-02", "2027-06-01 to 2027-08-29"),  # the goal's month wins
+    ("Grow my small business", "2026-12-02", "2026-12-02 to 2027-03-01"),
+])
+def test_an_undated_seasonal_goal_starts_in_its_season(goal_text, dates, expected):
+    from agent.core import facts
+
+    assert facts.settled_dates(dates, 90, "2026-12-02", goal_text) == expected
+
+
+def test_the_brief_of_a_seasonal_goal_says_why_its_dates_are_not_today():
+    from agent.core import facts
+
+    b = facts.normalized_brief({"duration": "3 months", "dates": "2026-12-02", "constraints": "first time"},
+                               "Plant a vegetable garden in a backyard", "2026-12-02")
+    assert b["dates"] == "2027-03-01 to 2027-05-29"
+    assert b["constraints"] == "first time; outdoor sowing and planting begin in spring"
+    again = facts.normalized_brief(b, "Plant a vegetable garden in a backyard", "2026-12-02")
+    assert again == b  # settling twice changes nothing
+    trip = facts.normalized_brief({"duration": "14 days", "dates": "2026-12-02", "constraints": ""},
+                                  "Plan a two-week trip to Japan", "2026-12-02")
+    assert trip["constraints"] == "" and trip["dates"] == "2026-12-02 to 2026-12-15"
+
+
 def test_a_step_does_not_repeat_an_action_another_step_of_the_plan_already_has():
     # measured (qwen2.5-1.5b, Lisbon): "Prepare a list of all necessary items" in three of six
     # steps, "Book a hotel room for one night" in two

@@ -310,6 +310,47 @@ def date_range(text: str) -> tuple["_dt.date", "_dt.date"] | None:
     return (min(ds), max(ds)) if ds else None
 
 
+# Goals whose main work nature dates, and the months of that season north and south of the
+# equator: an undated goal starts in (or at the next) season, not on the day it was set (a
+# vegetable garden set in December had every step, sowing outdoors included, in December).
+_SEASONS = (
+    (re.compile(r"\b(?:vegetable|kitchen|herb|allotment|cottage|flower)\s+(?:garden|patch|beds?|plot)s?\b"
+                r"|\b(?:sow|plant|grow)(?:ing|s)?\s+(?:\w+\s+){0,3}?(?:vegetables?|seeds?|crops?|tomato(?:es)?"
+                r"|lettuces?|potato(?:es)?|beans|herbs|flowers|bulbs|seedlings)\b", re.I),
+     (3, 4, 5), (9, 10, 11), "outdoor sowing and planting begin in spring"),
+    (re.compile(r"\b(?:ski(?:ing)?|snowboard(?:ing)?)\b(?!\s+(?:machine|simulator))", re.I),
+     (12, 1, 2, 3), (6, 7, 8, 9), "the snow season"),
+)
+_UNSEASONAL = re.compile(r"\b(?:indoors?|hydroponics?|hydroponic|greenhouse|windowsill|grow lights?)\b", re.I)
+_SOUTH = frozenset("AU NZ AR CL ZA UY PY LS SZ NA BW".split())  # seasons reversed, temperate enough to matter
+
+
+def season_of(goal: str) -> tuple[tuple[int, ...], str] | None:
+    """The months the goal's work belongs in, and why; None for a goal no season dates (or
+    done indoors). South of the equator when every country the goal names is."""
+    if _UNSEASONAL.search(goal):
+        return None
+    for rx, north, south, why in _SEASONS:
+        if rx.search(goal):
+            from agent.core.places import gazetteer
+
+            countries = gazetteer().countries_in(goal)
+            return (south if countries and countries <= _SOUTH else north), why
+    return None
+
+
+def seasonal_start(goal: str, today: "_dt.date") -> "_dt.date | None":
+    """Today if today is in the goal's season, else the first day of its next season."""
+    season = season_of(goal)
+    if season is None:
+        return None
+    months = season[0]
+    if today.month in months:
+        return today
+    first = months[0]
+    return _dt.date(today.year if first > today.month else today.year + 1, first, 1)
+
+
 def settled_dates(dates: str, length: int | None, today: str, goal: str = "") -> str:
     """The brief's dates as one ISO range the whole plan can divide: from the start it names
     (never before ``today``, the day the goal was set; the first of a month the goal names if
@@ -333,6 +374,9 @@ def settled_dates(dates: str, length: int | None, today: str, goal: str = "") ->
         year = t.year if months[0] >= t.month else t.year + 1
         start = _dt.date(year, months[0], 1) if (year, months[0]) != (t.year, t.month) else t
         got = None
+    season = season_of(goal) if not months and t is not None else None
+    if season is not None and (start is None or start < t or start.month not in season[0]):
+        start, got = seasonal_start(goal, t), None  # a season the goal's work needs: from its start
     if start is None or (t is not None and start < t):
         start = t
     if start is None:
@@ -367,6 +411,10 @@ def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> di
                                 today, goal)
         if settled:
             out["dates"] = settled
+        season = season_of(goal) if not months_in(goal) else None
+        if season is not None and season[1] not in out.get("constraints", ""):
+            # every step reads the brief: the reason its dates are not today's goes with them
+            out["constraints"] = "; ".join(c for c in (out.get("constraints", "").strip(), season[1]) if c)
     goal_money = money_in(goal)
     if goal_money and len(goal_money[0][1]) == 1:
         code = goal_money[0][1][0]
