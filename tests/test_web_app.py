@@ -19,7 +19,7 @@ from agent.runtime import Runtime, load_identity
 from agent.settings import load_settings
 from agent.web.server import FormError, is_loopback, page_token, parse_goal_form, serve_web
 from agent.web.view import members_view
-from builders import hello, ident
+from builders import T0, hello, ident, precommit, prevote
 
 SCORERS = [ident(f"s{i}") for i in range(3)]
 
@@ -362,3 +362,37 @@ def test_the_peer_list_shows_each_clock_against_the_swarms(tmp_path):
     view = members_view(tree, {}, [fast, slow], rt.me, clocks)
     got = {m["peer"]: m["clock_ms"] for m in view}
     assert got[fast] == clocks[fast] and got[slow] == clocks[slow]
+
+
+async def test_the_plan_download_keeps_markup_in_titles_as_text(tmp_path):
+    """The page's Markdown download, not only the renderer: a goal and a split titled with
+    markup come back as text a CommonMark renderer shows, with no tag, link or heading of theirs,
+    and a file name without them."""
+    from markdown_it import MarkdownIt
+
+    rt = make_observer(tmp_path)
+    evil = 'Plan a trip <img src=x onerror=alert(1)> [go](javascript:alert(1)) "q"'
+    async with trio.open_nursery() as nursery:
+        url = await start(nursery, rt)
+        async with client(url) as c:
+            r = await c.post("/api/goals", json={"title": evil, "depth": 1})
+            assert r.status_code == 200, r.text
+            gid = r.json()["goal"]
+            p = propose(rt, gid, ["<script>alert(2)</script> Day 1", "# Day 2 *bold*"])
+            assert await rt.ingest(p.raw, "test")
+            after = p.hlc.wall - T0  # a vote is stamped after the proposal it is for
+            for s in SCORERS[:2]:  # the split decided: its subgoals are the plan's sections
+                assert await rt.ingest(prevote(s, gid, p.id, wall=after + 1).raw, "test")
+                assert await rt.ingest(precommit(s, gid, p.id, wall=after + 2).raw, "test")
+            await wait_for(lambda: rt.tree().node(gid).decided == p.id)
+            r = await c.get(f"/plan/{gid}.md")
+            assert r.status_code == 200
+            assert "Day 1" in r.text and "Day 2" in r.text
+            html = MarkdownIt("commonmark").render(r.text)
+            for tag in ("<img", "<script", "<a ", "<strong>", "<em>bold"):
+                assert tag not in html, (tag, html)
+            assert "&lt;img src=x onerror=alert(1)&gt;" in html
+            disposition = r.headers["content-disposition"]
+            assert disposition.startswith('attachment; filename="') and disposition.count('"') == 2
+            assert not any(ch in disposition for ch in "<>[]()")
+        nursery.cancel_scope.cancel()
