@@ -52,3 +52,35 @@ def test_make_kill_and_down_with_volumes(tmp_path):
     assert "compose -f" in (k := dry("kill", "SERVICE=decomposer-2", env_file=tmp_path / "e"))
     assert k.rstrip().endswith("kill decomposer-2"), k
     assert "down --remove-orphans -v" in dry("down", "DOWN_FLAGS=-v", env_file=tmp_path / "e")
+
+
+def test_the_readmes_podman_commands_are_the_ones_make_runs(tmp_path):
+    """README, "Without Docker": `. scripts/containers/env.sh` and `$PC kill decomposer-2` by
+    hand are what `make kill` runs on a podman host: the same compose files, in the same order,
+    and the same engine settings."""
+    import re
+    import shlex
+
+    readme = (ROOT / "README.md").read_text()
+    pc = re.search(r'^PC="([^"]+)"$', readme, re.M)
+    assert pc, "the README's PC= line"
+    typed = shlex.split(pc.group(1))
+    assert "$PC kill decomposer-2" in readme and "$PC down -v" in readme
+    r = subprocess.run(["make", "--no-print-directory", "-n", "-C", str(ROOT), "-o", "image",
+                        f"COMPOSE={ROOT}/.venv/bin/podman-compose", "ENGINE=podman", "PODMAN_LOCAL=1",
+                        f"ENV_FILE={ROOT}/.env", "kill", "SERVICE=decomposer-2"],
+                       capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"})
+    assert r.returncode == 0, r.stderr
+    ran = shlex.split(r.stdout.strip().splitlines()[-1])
+    assert ran[-2:] == ["kill", "decomposer-2"], ran
+    # make names the files by absolute path; the README's are relative to the checkout
+    assert [str(Path(a).relative_to(ROOT)) if a.startswith(str(ROOT)) else a for a in ran[:-2]] == typed
+    # the engine settings make exports, and what env.sh sets for a shell
+    shell = subprocess.run(["bash", "-c", ". scripts/containers/env.sh && echo $CONTAINERS_CONF "
+                            "$CONTAINERS_REGISTRIES_CONF"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    conf, registries = shell.stdout.split()
+    assert Path(conf) == ROOT / "scripts/containers/containers.conf" and Path(conf).is_file()
+    assert Path(registries) == ROOT / "scripts/containers/registries.conf" and Path(registries).is_file()
+    mk = (ROOT / "mk" / "cluster.mk").read_text()
+    assert "export CONTAINERS_CONF := $(CTR_DIR)/containers.conf" in mk
+    assert "export CONTAINERS_REGISTRIES_CONF := $(CTR_DIR)/registries.conf" in mk
