@@ -176,13 +176,30 @@ async def _while_member(rt: Runtime, settings: Settings, act: Callable[[], Await
             return
 
 
+async def _serve_metrics(settings: Settings, log: Any) -> None:
+    """/metrics on its port; a port someone else holds is one line and a retry with backoff,
+    never the agent's exit (the agent plans without its metrics meanwhile)."""
+    backoff = Backoff(2.0, 60.0)
+    while True:
+        try:
+            metrics.start_metrics_server(settings.metrics_port, settings.metrics_host)
+        except OSError as exc:
+            delay = backoff.failed(trio.current_time())
+            log.error("metrics.unavailable", port=settings.metrics_port, error=str(exc), retry_s=round(delay, 1))
+            await trio.sleep(delay)
+            continue
+        if backoff.failures:
+            log.info("metrics.up", port=settings.metrics_port, after_failures=backoff.failures)
+        return
+
+
 async def serve(settings: Settings, role: str) -> int:
     log = _boot_log(role)
     rt = await _open_when_issued(settings, role, log)
     metrics.set_agent_info(role, settings.swarm)
-    metrics.start_metrics_server(settings.metrics_port, settings.metrics_host)
     restart: list[int] = []
     async with trio.open_nursery() as nursery:
+        nursery.start_soon(_serve_metrics, settings, rt.log)
         nursery.start_soon(_until_signal, nursery.cancel_scope, rt.log)
         await nursery.start(rt.run)
         rt.log.info("agent up", addrs=rt.net.listen_addrs, events=len(rt.plan))

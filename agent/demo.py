@@ -4,6 +4,7 @@ live progress, the final plan, the event log; every process it started is stoppe
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -108,8 +109,27 @@ class Child:
         return f"/ip4/127.0.0.1/tcp/{self.port}/p2p/{self.peer_id}"
 
 
+def _ephemeral_low() -> int:
+    try:
+        return int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default; elsewhere the OS's own range may differ
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A port free now, below the range the OS draws outgoing connections' source ports from:
+    an ephemeral port handed out by bind(0) and released was taken, before the agent bound it,
+    by one of the swarm's own dials (seen: a scorer's /metrics 'Address already in use')."""
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = random.randrange(max(1024, low - 20_000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:  # a crowded range: any free port, the race as before
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import signal
-import socket
+
 import stat
 import subprocess
 import sys
@@ -21,6 +21,7 @@ import httpx
 import pytest
 import trio
 
+from agent.demo import free_port
 from agent.llm import models
 from agent.llm.answers import Answer as AnswerModel
 from agent.llm.answers import Text, answer_errors
@@ -63,10 +64,6 @@ def text_request(prompt: str, kind: str = "execute", **kw) -> LLMRequest:
     return LLMRequest(kind=kind, system=SYSTEM, prompt=prompt, answer=TextAnswer, **kw)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

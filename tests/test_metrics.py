@@ -154,3 +154,64 @@ def test_net_label_values_match_the_net_layer():
 def test_port_zero_is_a_no_op():
     metrics.start_metrics_server(0)
     assert metrics._server is None  # noqa: SLF001
+
+
+def test_a_metrics_port_someone_holds_is_one_line_and_a_retry_not_an_exit():
+    """Seen in a full run: a scorer died at start with 'Address already in use' on /metrics (a
+    traceback, and the test's swarm one scorer short). The agent now logs one line, retries
+    with backoff and serves /metrics once the port is free."""
+    import trio
+    import trio.testing
+
+    from agent.app import _serve_metrics
+    from agent.demo import free_port
+    from agent.settings import load_settings
+
+    class Log:
+        def __init__(self):
+            self.lines = []
+
+        def error(self, event, **kw):
+            self.lines.append(("error", event, kw))
+
+        def info(self, event, **kw):
+            self.lines.append(("info", event, kw))
+
+    port = free_port()
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", port))
+    holder.listen()
+    settings = load_settings(metrics_port=port, metrics_host="127.0.0.1", mdns=False)
+    log = Log()
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_serve_metrics, settings, log)
+            while len(log.lines) < 2:
+                await trio.sleep(1)
+            holder.close()  # the port is free again
+            while not any(e == "metrics.up" for _lvl, e, _kw in log.lines):
+                await trio.sleep(1)
+
+    try:
+        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+        assert [e for _l, e, _kw in log.lines[:2]] == ["metrics.unavailable", "metrics.unavailable"]
+        first = log.lines[0][2]
+        assert first["port"] == port and "in use" in first["error"] and first["retry_s"] > 0
+        assert log.lines[-1][:2] == ("info", "metrics.up")
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        assert "swarm_" in body
+    finally:
+        holder.close()
+        metrics.stop_metrics_server()
+
+
+def test_the_ports_the_demo_hands_out_are_outside_the_outgoing_range():
+    """Ports bind(0) hands out come from the range outgoing connections take their source
+    ports from, so one of the swarm's own dials could take a port before its agent bound it."""
+    from agent.demo import _ephemeral_low, free_port
+
+    low = _ephemeral_low()
+    ports = {free_port() for _ in range(50)}
+    assert all(1024 <= p < low for p in ports), sorted(ports)
+    assert len(ports) > 40  # drawn at random, not one port for every agent

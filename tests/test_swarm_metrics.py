@@ -4,7 +4,7 @@ data from it."""
 
 import json
 import shutil
-import socket
+
 import subprocess
 import urllib.parse
 import urllib.request
@@ -14,6 +14,7 @@ import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
+from agent.demo import free_port
 from agent.goals import plan_params
 from agent.core.events import Claim, Goal, sign_event
 from agent.core.hlc import Timestamp
@@ -34,10 +35,6 @@ def scrape(port: int) -> dict[str, float]:
     return out
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_prometheus(tmp: Path, children) -> tuple[subprocess.Popen, int]:
