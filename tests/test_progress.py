@@ -74,3 +74,22 @@ def test_download_progress_lines_off_a_terminal():
     lines = buf.getvalue().splitlines()
     assert 5 <= len(lines) <= 12, lines  # every ~100 bytes, not every call
     assert lines[-1].endswith("(100%)")
+
+
+def test_download_progress_is_a_live_bar_on_a_terminal():
+    """On a terminal the download and the check after it are bars with bytes, speed and time
+    left (rich), each phase its own bar, both finished at 100 %."""
+    buf = io.StringIO()
+    console = Console(file=buf, width=160, force_terminal=True, color_system=None)
+    d = DownloadProgress(console)
+    assert d.live
+    for done in range(0, 1_100_000_001, 100_000_000):
+        d("downloading qwen2.5-1.5b", done, 1_100_000_000)
+    for done in range(0, 1_100_000_001, 550_000_000):
+        d("assembling and checking", done, 1_100_000_000)
+    d.close()
+    out = buf.getvalue()
+    last = out.split("\r")[-1] if "\r" in out else out
+    assert "downloading qwen2.5-1.5b" in out and "assembling and checking" in out, out[-800:]
+    assert "1.1/1.1 GB" in out and "100%" in last, out[-800:]
+    assert " of 1,100 MB (" not in out  # no plain lines: the bar redraws in place
