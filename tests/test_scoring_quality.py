@@ -120,6 +120,30 @@ def test_the_result_check_accepts_prose(text):
     assert result_problem(text) is None
 
 
+@pytest.mark.parametrize("text,name", [
+    # read in the kitchen plans a blind reader marked down ("made-up vendors ABC/XYZ")
+    ("- Get three quotes from ABC Contractors and XYZ Builders for the tiling (2,400 EUR).", "ABC Contractors"),
+    ("- Compare the ABC/XYZ cabinet quotes and order the cheaper one.", "ABC/XYZ"),
+    ("- Book two nights at Hotel ABC near the station (180 EUR).", "Hotel ABC"),
+    ("- Ask John Doe, the site manager, for the delivery date.", "John Doe"),
+    ("- Rent the hall of Venue B for 60 guests on 2027-07-10.", "Venue B"),
+])
+def test_a_made_up_name_sends_the_result_back_saying_which(text, name):
+    problem = result_problem(text)
+    assert problem is not None and f"'{name}' is a made-up name" in problem and "real one" in problem
+    assert tx.stand_ins(text)[0] == name
+
+
+@pytest.mark.parametrize("text", [
+    "- Sort the pantry stock by ABC analysis: fast movers at the front.",  # a method, not a vendor
+    "- Buy 20 m2 of porcelain tiles at Leroy Merlin (540 EUR) and book a licensed tiler.",
+    "- Teach the children their ABCs with flash cards before school starts in September.",
+    "- Watch the ABC evening news for the weather before the hike.",
+])
+def test_real_names_and_abc_as_a_word_are_not_made_up(text):
+    assert tx.stand_ins(text) == [] and result_problem(text) is None
+
+
 def test_other_goals_languages_are_not_forced_to_english():
     polish = ("Rezerwuję salę na 200 osób w centrum Warszawy i zamawiam catering na cały dzień "
               "konferencji, z kawą i obiadem dla wszystkich uczestników.")

@@ -207,6 +207,10 @@ def result_problem(output: str, *, english: bool = True) -> str | None:
     ws = [w for w in tx.tokens(text) if any(c.isalpha() for c in w) and len(w) >= 2]
     if len(ws) < 4:
         return "the result has fewer than four words"
+    made_up = tx.stand_ins(text)
+    if made_up:
+        return (f"'{made_up[0][:40]}' is a made-up name: name a real one you are sure of, "
+                "or say what kind of place, business or person it is")
     if "{{" in text or "}}" in text or tx.placeholders(text):
         return "the result contains template placeholders"
     if tx.nonword_share(text) > 0.3:

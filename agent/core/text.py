@@ -47,6 +47,13 @@ PLACEHOLDER = re.compile(
 STAND_IN = re.compile(
     r"\b(?:City|Town|Company|Person|Client|Country|Venue|Hotel|Supplier|Vendor|Restaurant)"
     r" [A-Z]\b(?![\w'’])"
+    # "ABC Contractors", "XYZ Hardware", "Company XYZ", "ABC/XYZ" (read in a kitchen plan), and
+    # "John Doe": names a model makes up when it knows none; "ABC" before a lowercase word
+    # ("ABC analysis") is left alone
+    r"|\b(?:ABC|XYZ)(?:[ /&-]+[A-Z][\w'’]*)+"
+    r"|\b(?:City|Town|Company|Client|Venue|Hotel|Supplier|Vendor|Restaurant|Store|Shop|Studio)"
+    r" (?:ABC|XYZ)\b(?![\w'’])"
+    r"|\b(?:John|Jane) Doe\b"
 )
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
@@ -151,6 +158,11 @@ def repeats(title: str, ancestor: str, threshold: float = NEAR_DUPLICATE) -> boo
     if sa and sa <= st and len(st - sa) <= max(1, len(sa) // 3):
         return True
     return jaccard(st, sa) >= threshold
+
+
+def stand_ins(text: str) -> list[str]:
+    """Made-up names standing in for real ones: "City A", "ABC Contractors", "John Doe"."""
+    return [m.group(0) for m in STAND_IN.finditer(str(text))]
 
 
 def placeholders(text: str) -> list[str]:

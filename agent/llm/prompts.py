@@ -531,10 +531,13 @@ def execution_schema() -> dict:
     return schema_of(ExecuteAnswer)
 
 
+# asked for "the real name of a place, company, product, service or person", the 1.5B model made
+# names up when it knew none ("ABC/XYZ" vendors, "Hotel Sixty"; a blind reader held them against
+# the plan): a real name where it knows one, the kind of thing otherwise
 EXECUTE_INSTRUCTION = (
     "Write 4 to 6 actions that carry out this step, in the order they are done. do: one short instruction (at most "
-    "20 words) with the specific choice it makes (the real name of a place, company, product, service or person, "
-    "and how many).")
+    "20 words) with the specific choice it makes (what exactly and how many; the name of a real place, product or "
+    "service only where you know one, never a made-up name).")
 EXECUTE_RULES = ("Instructions only: never 'I' or 'we', never a story of what was done, no placeholders, nothing "
                  "that belongs to the other steps.")
 
