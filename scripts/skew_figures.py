@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT)]
 
 from support.chaos import LATENCY, ChaosRun, complete_lines, counted_history, decode_all  # noqa: E402
+from support.chaos import executions as task_executions  # noqa: E402
 from swarm_harness import LocalSwarm  # noqa: E402
 
 GOAL = "Plan a two-week trip to Japan"
@@ -45,19 +46,16 @@ if _ms:
 """
 
 
-def executions(run: ChaosRun) -> dict[str, int]:
-    """Per task: executors that spent an LLM call on it beyond its attempts."""
-    by: dict[str, set[str]] = {}
-    for name in ("executor-1", "executor-2"):
-        for r in run.records(name):
-            if r.get("event") == "llm.call" and r.get("kind") == "execute":
-                by.setdefault(r["node_id"], set()).add(name)
+def executions(run: ChaosRun) -> tuple[dict[str, int], int]:
+    """Per task: executors that spent an LLM call on it beyond its attempts (calls still in
+    flight count); and the calls cancelled before they answered (lost claim races)."""
+    spent, cancelled = task_executions({n: run.records(n) for n in ("executor-1", "executor-2")})
     tree = run.tree()
     out = {}
-    for node, who in by.items():
+    for node, who in spent.items():
         n = tree.node(node)
         out[node] = len(who) - (n.attempt if n is not None else 1)
-    return out
+    return out, sum(map(len, cancelled.values()))
 
 
 async def one(root: Path, skew_ms: int, mode: str, source: str | None, timeout: float) -> dict:
@@ -87,7 +85,7 @@ async def one(root: Path, skew_ms: int, mode: str, source: str | None, timeout: 
             async def watch() -> None:
                 nonlocal peak
                 while True:
-                    peak = max(peak, sum(v for v in executions(run).values() if v > 0))
+                    peak = max(peak, sum(v for v in executions(run)[0].values() if v > 0))
                     await trio.sleep(0.5)
 
             try:
@@ -102,13 +100,14 @@ async def one(root: Path, skew_ms: int, mode: str, source: str | None, timeout: 
                 row["error"] = str(exc)[:200]
             row["seconds"] = round(time.monotonic() - t0, 1)
             tree = run.tree()
-            over = executions(run)
+            over, cancelled = executions(run)
             root_node = tree.node(run.goal_id)
             leaves = [n for n in root_node.walk() if not n.children] if root_node else []
             row["tasks"] = len(leaves)
             row["executed_twice"] = sum(1 for v in over.values() if v > 0)
             row["extra_executions"] = sum(v for v in over.values() if v > 0)
             row["extra_peak_during_run"] = peak
+            row["cancelled_calls"] = cancelled
             row["takeovers"] = sum(1 for n in leaves if len({c.author for c in n.claims}) > 1)
             row["counted_changed_watcher"] = len({c["node"] for c in run.watch.changes})
             corrected = [r for r in run.records("executor-2") if r.get("event") == "clock corrected to the peers'"]
@@ -150,7 +149,7 @@ async def main() -> None:
                 with open(a.out, "a") as fh:
                     fh.write(json.dumps(row) + "\n")
     print(f"\n{'skew s':>7} {'runs':>4} {'done':>4} {'tasks':>5} {'run twice':>9} {'extra':>5} "
-          f"{'takeovers':>9} {'changed(watch)':>14} {'changed(any)':>12} {'correction s':>12}")
+          f"{'takeovers':>9} {'cancelled':>9} {'changed(watch)':>14} {'changed(any)':>12} {'correction s':>12}")
     for skew in sorted({r["skew_ms"] for r in rows}, key=lambda s: (abs(s), s)):
         rs = [r for r in rows if r["skew_ms"] == skew]
 
@@ -159,7 +158,7 @@ async def main() -> None:
         corr = "/".join("-" if r["correction_ms"] is None else f"{r['correction_ms'] / 1000:g}" for r in rs)
         print(f"{skew / 1000:>+7g} {len(rs):>4} {sum(r['completed'] for r in rs):>4} {each('tasks'):>5} "
               f"{each('executed_twice'):>9} {each('extra_executions'):>5} {each('takeovers'):>9} "
-              f"{each('counted_changed_watcher'):>14} {each('counted_changed_any_store'):>12} {corr:>12}")
+              f"{each('cancelled_calls'):>9} {each('counted_changed_watcher'):>14} {each('counted_changed_any_store'):>12} {corr:>12}")
 
 
 if __name__ == "__main__":

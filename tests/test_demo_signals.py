@@ -226,9 +226,20 @@ def test_a_signal_while_a_child_is_started_waits_until_its_handle_is_owned():
     # it exists yet
     from agent.procs import HeldSignals
 
+    # Ctrl-C's own handler, whatever an earlier test in this process left installed
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _held_signal_lands_on_release(HeldSignals)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _held_signal_lands_on_release(HeldSignals) -> None:
     got: list[str] = []
     with HeldSignals() as held:
-        os.kill(os.getpid(), signal.SIGINT)  # arrives "inside Popen"
+        # raise_signal, not os.kill: the kernel may hand a process-directed signal to another
+        # thread, and the handler then runs later, after release() (failed so in a full run)
+        signal.raise_signal(signal.SIGINT)  # arrives "inside Popen"
         got.append("started")  # nothing interrupted the start
         with pytest.raises(KeyboardInterrupt):
             held.release()  # the handle is owned: now it lands, where cleanup runs
@@ -236,5 +247,5 @@ def test_a_signal_while_a_child_is_started_waits_until_its_handle_is_owned():
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     with pytest.raises(KeyboardInterrupt):
         with HeldSignals():
-            os.kill(os.getpid(), signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)
             raise OSError("the start failed")  # a failed start still delivers what arrived

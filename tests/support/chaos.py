@@ -118,6 +118,28 @@ def published_ids(records: list[dict]) -> set[str]:
     return {r["event_id"] for r in records if r.get("event") == "published" and r.get("event_id")}
 
 
+def executions(records_by: dict[str, list[dict]], kind: str = "execute") -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Per node: the agents that spent an LLM call of this kind on it, and, apart, those whose
+    call was cancelled before it answered (a lost claim race: the loser learnt of the earlier
+    claim after its settle window and dropped the call, no answer, no result). A call still in
+    flight counts as spent: watched during a run, two executors at work on one task show."""
+    spent: dict[str, set[str]] = {}
+    cancelled: dict[str, set[str]] = {}
+    for name, records in records_by.items():
+        calls: dict[Any, str] = {}
+        for r in records:
+            ev = r.get("event")
+            if ev == "llm.call" and r.get("kind") == kind:
+                calls[r.get("ticket")] = r["node_id"]
+            elif ev == "llm.answer" and r.get("ticket") in calls:
+                spent.setdefault(calls.pop(r.get("ticket")), set()).add(name)
+            elif ev == "llm.cancelled" and r.get("ticket") in calls:
+                cancelled.setdefault(calls.pop(r.get("ticket")), set()).add(name)
+        for node in calls.values():
+            spent.setdefault(node, set()).add(name)
+    return spent, cancelled
+
+
 def in_flight(records: list[dict], kind: str) -> list[dict]:
     """LLM calls of this kind logged (``llm.call``) without an answer or cancel yet."""
     open_: dict[Any, dict] = {}
