@@ -191,3 +191,26 @@ async def test_a_stream_with_no_request_in_time_is_told_why(tmp_path):
     with pytest.raises(SyncRefused, match="no request"):
         check_response(reply)
     assert _refused("idle_timeout") == before + 1
+
+
+async def test_has_answers_what_is_stored_not_what_is_known(tmp_path):
+    """A peer asked whether it has an event answers from its store: an event it holds (stamped
+    ahead of its clock) or keeps waiting for a dependency is known to it (sync need not fetch
+    it again) but not stored, and counts nowhere yet. An executor asks this about its claim
+    before it spends an LLM call (issue 23): "known" would let a claim every peer holds pass."""
+    evs = history(3)
+    b = Node("b", tmp_path, sync_interval=3600)
+    _fill(b.store, evs[:1])
+    held = evs[1]
+    b.net = b.make_net(knows=lambda i: b.rt.knows(i) or i == held.id)  # b holds evs[1]
+    a = Node("a", tmp_path, sync_interval=3600)
+    async with running(b.net):
+        a.net = a.make_net(peers=[b.addr])
+        async with running(a.net):
+            await wait_for(lambda: b.net.peer_id in a.net.connected, 20, "a connected to b")
+            peer = b.net.peer_id
+            assert await a.net.peer_has(peer, evs[0].id)
+            assert not await a.net.peer_has(peer, held.id), "a held event was reported stored"
+            assert not await a.net.peer_has(peer, evs[2].id)
+            _fill(b.store, [held])  # due: accepted and stored
+            assert await a.net.peer_has(peer, held.id)

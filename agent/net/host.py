@@ -68,7 +68,9 @@ class Network:
     - ``ingest(raw, source)``: called one event at a time; source is the origin peer id
       for gossip, "sync:<peer>" for sync. Our own messages coming back on the subscription
       are not passed to it (the runtime ingested them before publishing).
-    - ``knows(event_id)``: answers peers' "has" requests (how `submit` confirms a goal).
+    - ``knows(event_id)``: events sync need not fetch (stored, pending or held). Peers' "has"
+      requests (how `submit` confirms a goal, an executor its claim) are answered from the
+      store: a held or pending event is known, not stored.
     - ``on_peers_changed(n)``: the number of connected peers of this swarm changed.
     - ``on_reject(reason, forwarder)``: gossip our validator refused (never forwarded).
     """
@@ -105,7 +107,7 @@ class Network:
             interval=config.sync_interval, log=self._log, knows=knows, ids=config.sync_ids,
             id_page=config.sync_id_page, get_batch=config.sync_get_batch)
         self._server = SyncServer(protocol=self.sync_protocol, store=store,
-                                  limits=config.sync_limits, knows=knows, log=self._log)
+                                  limits=config.sync_limits, log=self._log)
         self._gossip = GossipChannel(peer_id=self._peer_id, topic=self.topic,
                                      intake=self._intake, log=self._log, on_reject=on_reject,
                                      on_overflow=self._sync.request_resync)

@@ -12,7 +12,6 @@ the server writes one debug line and counts it, no traceback.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -42,12 +41,10 @@ MAX_RESPONSE_BYTES = MAX_PAGE_BYTES + 64 * 1024
 
 
 class SyncServer:
-    def __init__(self, *, protocol: str, store: EventStore, limits: SyncLimits,
-                 knows: Callable[[str], bool] | None = None, log: Any = None) -> None:
+    def __init__(self, *, protocol: str, store: EventStore, limits: SyncLimits, log: Any = None) -> None:
         self.protocol = protocol
         self._store = store
         self._limits = limits
-        self._knows = knows
         self._log = log if log is not None else structlog.get_logger("agent.net.sync")
         self._stats = SyncServerStats()
         self._active: dict[str, int] = {}  # peer -> streams being served
@@ -154,9 +151,13 @@ class SyncServer:
         # batches, and a crash must not take back a position a peer's cursor went past
         self._store.flush()
         if isinstance(request, dict) and "has" in request:
+            # stored, as the protocol says, not merely known: an event we hold (stamped ahead of
+            # our clock) or that waits for a dependency counts nowhere yet. An executor asks
+            # whether its claim is stored before it spends an LLM call (issue 23); answered
+            # "known", a claim every peer held because the executor's clock runs ahead read as
+            # stored, and the work went ahead on a claim that counted nowhere
             ids = parse_has_request(request)
-            knows = self._knows or (lambda _id: False)
-            return {"has": [bool(knows(i)) for i in ids]}
+            return {"has": [self._store.position(i) is not None for i in ids]}
         if isinstance(request, dict) and "get" in request:
             return build_get(self._store, request)
         return build_page(self._store, request)
