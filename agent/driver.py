@@ -170,8 +170,11 @@ class Driver:
         new = getattr(report, "new", report if isinstance(report, int) else 0)
         peers = getattr(report, "peers_answered", len(net.connected) if net is not None else 0)
         holders = None
-        if confirm is not None and net is not None:
-            answered = [r.peer for r in getattr(report, "results", ()) if r.answered]
+        # who answered the pull is asked whether it stored ``confirm``; a net whose report
+        # does not say who answered (a bare count) cannot be asked: not asked (None), never
+        # "none stored" (0), which would drop every task (the in-memory swarm's did)
+        answered = [r.peer for r in getattr(report, "results", ()) if r.answered]
+        if confirm is not None and net is not None and answered:
             found: list[bool] = []
 
             async def ask(peer: str) -> None:

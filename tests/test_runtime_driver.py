@@ -21,6 +21,7 @@ from agent.eventlog import MemoryLog
 from agent.llm.base import LLM, LLMUnavailable
 from agent.llm.scripted import ScriptedLLM
 from agent.net.store import EventStore, StoreError
+from agent.net.sync_client import PeerSync, SyncReport
 from agent.runtime import Runtime, load_identity
 from agent.settings import load_settings
 from builders import goal, ident, params, proposal
@@ -58,16 +59,24 @@ class BusNet:
             if other is not self.rt:
                 await other.ingest(raw, self.rt.me)
 
-    async def sync_all(self) -> int:
-        new = 0
+    async def sync_all(self) -> SyncReport:
+        """Like the real net's: who answered, and what each brought."""
+        results = []
         for other in self.bus.rts:
             if other is not self.rt:
+                new = 0
                 for raw in other.store.read_from(0, len(other.store)):
                     new += await self.rt.ingest(raw, "sync:" + other.me)
-        return new
+                results.append(PeerSync(other.me, True, new=new))
+        return SyncReport(tuple(results))
 
-    async def sync_from(self, peer: str) -> int:
+    async def sync_from(self, peer: str) -> SyncReport:
         return await self.sync_all()
+
+    async def peer_has(self, peer: str, event_id: str) -> bool:
+        """Whether that peer stored the event (a runtime stores what it accepts at once; one it
+        holds, stamped ahead of its clock, or keeps waiting for a dependency, it has not)."""
+        return any(o.me == peer and event_id in o.plan for o in self.bus.rts)
 
     @property
     def connected(self) -> list[str]:
@@ -221,6 +230,64 @@ async def test_executor_releases_while_the_llm_is_down_then_completes(tmp_path):
             n.cancel_scope.cancel()
     mine = [e.type for e in rt.plan.events.values() if e.author == rt.me]
     assert mine.count("release") == 1 and mine.count("result") == 1 and llm.calls == 2
+
+
+class TwoPeers:
+    """A net of two peers that answer every pull; ``stored``: whether they say they stored
+    what they are asked about (False: every peer holds our claim, or lost it)."""
+
+    def __init__(self, stored: bool) -> None:
+        self.stored = stored
+        self.asked: list[str] = []
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        await trio.sleep_forever()
+
+    async def publish(self, raw: bytes) -> None:
+        pass
+
+    async def sync_all(self) -> SyncReport:
+        return SyncReport((PeerSync("p1", True), PeerSync("p2", True)))
+
+    async def sync_from(self, peer: str) -> SyncReport:
+        return await self.sync_all()
+
+    async def peer_has(self, peer: str, event_id: str) -> bool:
+        self.asked.append(event_id)
+        return self.stored
+
+    @property
+    def connected(self) -> list[str]:
+        return ["p1", "p2"]
+
+
+async def test_the_pull_before_work_asks_whether_the_claim_is_stored(tmp_path):
+    """The driver asks the peers that answered the pull whether they stored our claim: none
+    did, no LLM call (the claim is released, again and again while that lasts); once they
+    have, the task is worked on."""
+    for stored in (False, True):
+        rt = make_rt(tmp_path / str(stored))
+        rt.net = net = TwoPeers(stored)
+        g = goal(ident("u"), max_depth=0)
+        await rt.ingest(g.raw, "peer")
+        llm = DownThenUp(down=0)
+        beh = Executor(rt.me, load_settings(**SETTINGS).timing().__class__(
+            settle_ms=50, lease_ms=2000, startup_sync_ms=0, backoff_first_ms=100, lease_margin_ms=200), seed=1)
+        assert beh.sync_before_work
+
+        def released() -> int:
+            return sum(1 for e in rt.plan.events.values() if e.author == rt.me and e.type == "release")
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as n:
+                n.start_soon(Driver(beh, rt, llm).run)
+                while not (rt.tree().is_done(g.id) if stored else released() >= 2):
+                    await trio.sleep(0.05)
+                n.cancel_scope.cancel()
+        claims = {e.id for e in rt.plan.events.values() if e.author == rt.me and e.type == "claim"}
+        assert net.asked and set(net.asked) <= claims  # asked about our claims, nothing else
+        assert llm.calls == (1 if stored else 0), (stored, llm.calls)
 
 
 class Slow(LLM):
