@@ -375,3 +375,27 @@ def test_executor_spends_no_llm_call_on_a_claim_no_peer_stored():
     (sync,) = [e for e in x.poll(derive(fold(evs), T0 + 600), T0 + 600) if isinstance(e, SyncPeers)]
     out = x.answered(sync.ticket, SyncDone(0, 2, holders=1), derive(fold(evs), T0 + 650), T0 + 650)
     assert asks(out)
+
+
+def test_executor_does_not_judge_its_claim_before_its_stamp_when_its_clock_steps_back():
+    """A correction to the peers' clock that shrinks or ends steps the executor's clock back
+    (agent.core.skew: by up to the bound, 2 s): its own claim is then stamped 'in the future'
+    and holds no lease yet. Neither lost nor won: it waits for its clock to reach the stamp,
+    keeps the work, and publishes the result then. (Judged lost, the work was dropped and done
+    again under a new claim: the simulator, seed 64 with --faults skew.)"""
+    g = leaf_goal()
+    x = Executor(ME.peer_id, TM, seed=1)
+    (c,) = [e for e in started(x, [g], T0 + 10) if isinstance(e, Publish)]
+    mine = ev(ME, c.body, 20)
+    evs = [g, mine]
+    x.answered(c.ticket, mine, derive(fold(evs), T0 + 20), T0 + 20)
+    (sync,) = [e for e in x.poll(derive(fold(evs), T0 + 600), T0 + 600) if isinstance(e, SyncPeers)]
+    (a,) = asks(x.answered(sync.ticket, SyncDone(0, 3), derive(fold(evs), T0 + 650), T0 + 650))
+    back = T0 + 700 - 2_100  # the clock steps back 2.1 s, below the claim's stamp
+    out = x.poll(derive(fold(evs), back), back)
+    assert out == [WakeAt(mine.hlc.wall)], out  # no release, no cancel of the LLM call
+    out = answer(x, evs, a, LLMReply(scripted_answer(a.request)), back + 400)
+    assert not pubs(out) and WakeAt(mine.hlc.wall) in out  # the result waits for the stamp
+    out = x.poll(derive(fold(evs), T0 + 20), T0 + 20)
+    (r,) = pubs(out, Result)
+    assert r.claim == mine.id and Count(Metric.WORK_DROPPED) not in out and x.task is None
