@@ -74,6 +74,18 @@ def test_regression_seeds(seed):
     assert r.ok, r.violations
 
 
+@pytest.mark.parametrize("seed", [4, 9, 64])
+def test_the_skew_fault_alone_wastes_no_work(seed):
+    """Every clock off by up to 1.5 s and one 30 s ahead (an executor's in 4 and 9), no other
+    fault: the checker holds the run to the fault-free bound, watched after every step (no task
+    attempt worked on under two claims, no counted result changed at any agent). 64: a
+    correction that ended stepped an executor's clock back 2.1 s below its own fresh claim,
+    which it then judged lost; it dropped its work and did the task again under a new claim.
+    Pinned."""
+    r = run_seed(seed, SimConfig(faults=Faults.parse("skew")))
+    assert r.ok, r.violations
+
+
 def test_regression_busy_executor_did_not_see_its_home_task_go_stale():
     """Seed 41 without faults: an executor busy on one task noted another task as ready only
     when it got to it, took it for fresh and claimed it without settling, while another
@@ -162,6 +174,22 @@ def test_checker_catches_double_execution_without_faults(monkeypatch):
 
     monkeypatch.setattr(executor_mod.Executor, "_mine", always_mine)
     assert _first_failing(SimConfig(executors=3), range(10), "exactly_once") is not None
+
+
+def test_checker_catches_work_an_uncorrected_fast_clock_wastes(monkeypatch):
+    """The simulator's skew fault alone is no fault (README), so the checker holds it to the
+    fault-free bound while the plan runs. With clocks never corrected and the pull before work
+    not asking who stored the claim (the code before issue 23), the executor 30 s ahead in seed
+    4 works on claims every peer holds: a task worked on under two claims, and a counted
+    result that changed on an agent."""
+    from agent.behaviour.effects import SyncPeers
+    from agent.core.skew import ClockCorrection
+
+    monkeypatch.setattr("agent.sim.world.ClockCorrection", lambda bound_ms: ClockCorrection(10**9))
+    monkeypatch.setattr(executor_mod, "SyncPeers", lambda ticket, confirm=None: SyncPeers(ticket))
+    sim = run(SimConfig(seed=4, faults=Faults.parse("skew")))
+    assert "clock: executor-1 runs 30000 ms ahead" in sim.stats.injected
+    assert {"exactly_once", "stable_results"} <= invariants(sim), sim.checker.violations
 
 
 def test_checker_catches_a_stall(monkeypatch):

@@ -6,8 +6,11 @@
   a node decided it never sees it undecided or decided otherwise;
 - electorate: every stored vote is from the goal's electorate;
 - stable results: a task's counted result never changes once every honest agent has it; a
-  done task never becomes undone at any agent;
-- exactly-once: without faults no task runs twice (under faults the count is reported);
+  done task never becomes undone at any agent; and in a run whose only faults are clocks (a
+  clock off is no fault, README), a counted result never changes at any agent, watched after
+  every step while the plan runs;
+- exactly-once: without faults (clocks off included) no task attempt gets LLM work from two
+  claims, watched after every step, nor two valid results (under faults the count is reported);
 - budget: a goal spends at most its token budget plus one call per LLM agent in flight when it
   ran out (agent.core.budget);
 - liveness: after the faults end the goal is done within the time limit; and no author's
@@ -22,7 +25,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent.core.slots import base_node
@@ -60,6 +63,14 @@ class Checker:
     _admitted: dict[tuple[int, int], int] = field(default_factory=dict)  # (agent, epoch) -> events checked
     peak_held: int = 0
     peak_waiting: int = 0
+    _twice_seen: set = field(default_factory=set)  # task attempts already reported as run twice
+
+    def __post_init__(self) -> None:
+        cfg = self.sim.cfg
+        # no fault but clocks (README: a clock off by up to the drift bound is no fault once the
+        # agent heard two peers): the fault-free bound holds, watched while the plan runs
+        self.faultless = cfg.faults == type(cfg.faults)() and not cfg.script
+        self.clocks_only = replace(cfg.faults, skew_ms=0, fast_clock_ms=0) == type(cfg.faults)() and not cfg.script
 
     def fail(self, invariant: str, detail: str) -> None:
         if len(self.violations) < 50:
@@ -85,6 +96,8 @@ class Checker:
                     self._check_memory(a)
         if changed:
             self._check_settled()
+        if self.clocks_only:
+            self._check_executions()
         if self._steps % self.convergence_every == 0:
             self._check_convergence()
 
@@ -136,6 +149,10 @@ class Checker:
                     if key in self.done_at:
                         self.fail("stable_results", f"{a.name}: task {node[:12]} was done, is undone")
                 else:
+                    was = self.done_at.get(key)
+                    if self.clocks_only and was is not None and was != counted.id:
+                        self.fail("stable_results", f"{a.name}: task {node[:12]} counted {was[:12]}, now "
+                                                    f"{counted.id[:12]}, with no fault but clocks")
                     self.done_at[key] = counted.id
                     settled = self.settled.get(node)
                     if settled is not None and settled != counted.id:
@@ -231,6 +248,18 @@ class Checker:
             if len(results) == 1 and None not in results:
                 self.settled[node] = results.pop()
 
+    def _check_executions(self) -> None:
+        """Executions per task attempt as they happen: a claim that spent LLM work on a task
+        attempt another claim also worked on (sim.stats.executions, filled at each call)."""
+        ex = self.sim.stats.executions
+        if len(self._twice_seen) == len(ex):
+            return
+        for task, claims in ex.items():
+            if len(claims) > 1 and task not in self._twice_seen:
+                self._twice_seen.add(task)
+                self.fail("exactly_once", f"task {str(task)[:12]} got LLM work from {len(claims)} claims, "
+                                          f"with no fault but clocks")
+
     def _check_convergence(self) -> None:
         groups: dict[tuple[int, int], list] = {}
         for a in self.sim.agents:
@@ -263,7 +292,6 @@ class Checker:
         if not tree.is_done(sim.goal_id):
             counts = ", ".join(f"{k}={v}" for k, v in tree.counts().items() if v)
             self.fail("liveness", f"goal not done after {sim.cfg.limit_ms // 1000} s ({counts})")
-        faultless = sim.cfg.faults == type(sim.cfg.faults)() and not sim.cfg.script
         twice = sum(n.executed_twice for n in tree.walk())
         # the documented bound under faults: a task runs at most once per side of each
         # partition and once more per holder paused past its lease (then its result is late)
@@ -274,10 +302,9 @@ class Checker:
             if n.task is not None and 1 + n.executed_twice > bound * n.attempt:
                 self.fail("exactly_once", f"task {n.id[:12]} has {1 + n.executed_twice} valid results; "
                                           f"the bound for {splits} partitions and {pauses} pauses is {bound}")
-        started = sum(1 for claims in sim.stats.executions.values() if len(claims) > 1)
-        if faultless and (twice or started):
-            self.fail("exactly_once", f"without any fault {started} task(s) got LLM work from more than one "
-                                      f"claim, {twice} more than one valid result")
+        if self.clocks_only and twice:  # (LLM work from two claims: _check_executions, each step)
+            self.fail("exactly_once", f"without any fault {'but clocks ' if not self.faultless else ''}"
+                                      f"{twice} task(s) have more than one valid result")
 
     def _check_budget(self, plan) -> None:
         goal = plan.goals.get(self.sim.goal_id)
