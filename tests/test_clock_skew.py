@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import structlog
 import trio
+import trio.testing
 from hypothesis import given, settings, strategies as st
+from structlog.testing import capture_logs
 
+from agent import metrics
 from agent.core.events import Hello, sign_event
 from agent.core.hlc import Timestamp
 from agent.core.skew import SkewEstimator
@@ -99,10 +103,12 @@ async def test_a_fast_runtime_stamps_in_step_once_it_hears_its_peers_and_holds_b
         e = await rt.publish(Hello(role="executor", name="x"))
         published.append(e.hlc.wall)
 
+    holds = metrics.REGISTRY.get_sample_value("swarm_clock_holds_total") or 0
     async with trio.open_nursery() as n:
         n.start_soon(publish_one)
-        await trio.sleep(0.3)
+        await trio.testing.wait_all_tasks_blocked()  # the publish is waiting, or it went out
         assert not published, "published while its last stamp was 30 s ahead"
+        assert metrics.REGISTRY.get_sample_value("swarm_clock_holds_total") == holds + 1
         now[0] += 29_500  # time passes
         with trio.fail_after(5):
             while not published:
@@ -125,3 +131,33 @@ async def test_a_slow_runtime_moves_forward_and_releases_what_it_held(tmp_path):
     assert rt.intake.held_count == 0
     e = await rt.publish(Hello(role="executor", name="x"))
     assert abs(e.hlc.wall - T) <= 1_000  # stamped in step, not 30 s early
+
+
+async def test_the_offset_is_exposed_and_a_correction_said_once(tmp_path):
+    """What the agent knows of its clock is on /metrics (its offset to the swarm, what it
+    subtracts) and in one warning line when it starts correcting, not one per re-estimate;
+    one line again when it no longer needs to."""
+    from builders import ident
+
+    now = [T]
+    with capture_logs() as logs:
+        rt = runtime(tmp_path, lambda: now[0], clock_offset_ms=30_000)
+        for i in range(3):
+            await rt.ingest(peer_hello(ident(f"peer{i}"), T - 15), f"gossip:{i}")
+        for _ in range(5):  # housekeeping re-estimates every half second
+            rt._correct_clock()
+    assert 29 <= metrics.REGISTRY.get_sample_value("swarm_clock_ahead_seconds") <= 30.1
+    assert 29 <= metrics.REGISTRY.get_sample_value("swarm_clock_correction_seconds") <= 30.1
+    said = [r for r in logs if r["event"] == "clock corrected to the peers'"]
+    assert len(said) == 1 and said[0]["log_level"] == "warning" and said[0]["peers"] == 3, logs
+    # this host's clock is set right (30 s back): its peers' next stamps show it in step, said once
+    now[0] -= 30_000
+    assert rt.local_ms() == T
+    with capture_logs() as logs:
+        rt.log = structlog.get_logger()  # (bound before: to the first capture)
+        for i in range(3):
+            await rt.ingest(peer_hello(ident(f"peer{i}"), T - 20), f"gossip:{i}")
+        for _ in range(3):
+            rt._correct_clock()
+    assert [r["event"] for r in logs if r["event"].startswith("clock ")] == ["clock in step with the peers"]
+    assert metrics.REGISTRY.get_sample_value("swarm_clock_correction_seconds") == 0
