@@ -18,7 +18,8 @@ import time
 import pytest
 import trio
 
-from support.chaos import LATENCY, ChaosRun, SmallDisk, complete_lines, decode_all, executions, in_flight
+from support.chaos import (LATENCY, TASK_KINDS, ChaosRun, SmallDisk, complete_lines, decode_all, executions,
+                           in_flight)
 from swarm_harness import FAST_ENV, LocalSwarm
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
@@ -197,9 +198,11 @@ async def test_clock_skew_on_one_agent(tmp_path, skew_ms, how):
     """One executor's clock runs ``skew_ms`` off: the settings offset (SWARM_CLOCK_OFFSET_MS,
     fault injection only), or its process's time.time/time_ns themselves. It estimates its offset from its peers' stamps and stamps in step (holding back
     what it would stamp beyond what peers accept), so no work is wasted: watched during the
-    run, every task attempt is executed once, no counted result changes, and the plan
-    completes. (Before the correction, +30 s: 5 and 7 of 11 leaves executed twice, 11
-    takeovers, counted results changed on some peers while the plan ran.)"""
+    run, every task attempt (a leaf's execution, a parent's synthesis) is executed once, no
+    counted result changes (on the driver as it runs, and on any agent, its store replayed in
+    the order it accepted events), and the plan completes. (Before the correction, +30 s: 5
+    and 7 of 11 leaves executed twice, 11 takeovers, counted results changed on some peers
+    while the plan ran.)"""
     if how == "offset":
         skew = {"SWARM_CLOCK_OFFSET_MS": str(skew_ms)}
     else:
@@ -228,12 +231,14 @@ async def test_clock_skew_on_one_agent(tmp_path, skew_ms, how):
             takeovers = sum(1 for n in tree_at_end.node(run.goal_id).walk()
                             if len({c.author for c in n.claims}) > 1)
             corrected = [r for r in run.records("executor-2") if r.get("event") == "clock corrected to the peers'"]
-            _spent, cancelled = executions({n: run.records(n) for n in ("executor-1", "executor-2")})
+            _spent, cancelled = executions({n: run.records(n) for n in ("executor-1", "executor-2")}, TASK_KINDS)
             run.rec.notes.update(skew_ms=skew_ms, double_executions=sum(over.values()), takeovers=takeovers,
                                  cancelled_calls=sum(map(len, cancelled.values())),
                                  correction_ms=corrected[-1].get("correction_ms") if corrected else 0)
             await run.finish()  # also: no counted result changed while the driver watched
             assert not over, f"tasks executed more often than attempted: {over}"
+            changed = run.counted_changes()
+            assert not changed, f"counted results changed while the plan ran, by agent: {changed}"
             if abs(skew_ms) > 2_000:
                 # (its peers' clocks absorbed its first, ahead stamps once due: the estimate
                 # is somewhat short of the skew, e.g. 3.4 s for 5 s)
@@ -242,13 +247,13 @@ async def test_clock_skew_on_one_agent(tmp_path, skew_ms, how):
 
 
 def executions_over_attempts(run: ChaosRun) -> dict[str, int]:
-    """Nodes executed by more executors than the task had attempts (an executor's own retries
-    of an unusable answer, with a fresh seed, are one execution). A call cancelled before it
-    answered, when the executor learnt that an earlier claim held the task, is the claim race's
-    cost, not an execution: seen once in a full run, the loser's gossip delay (210 ms) past its
-    settle window (130 ms) under load, its call cancelled 17 ms in; such calls are counted apart
-    (``cancelled_executions``)."""
-    spent, _cancelled = executions({n: run.records(n) for n in ("executor-1", "executor-2")})
+    """Nodes executed (or synthesized) by more executors than the task had attempts (an
+    executor's own retries of an unusable answer, with a fresh seed, are one execution). A call
+    cancelled before it answered, when the executor learnt that an earlier claim held the task,
+    is the claim race's cost, not an execution: seen once in a full run, the loser's gossip
+    delay (210 ms) past its settle window (130 ms) under load, its call cancelled 17 ms in; such
+    calls are counted apart (``cancelled_executions``)."""
+    spent, _cancelled = executions({n: run.records(n) for n in ("executor-1", "executor-2")}, TASK_KINDS)
     tree = run.tree()
     out = {}
     for node, who in spent.items():

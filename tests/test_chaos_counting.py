@@ -30,3 +30,16 @@ def test_two_executors_answering_or_still_at_work_on_one_task_both_count():
     # a cancel of another ticket, or a call of another kind, changes nothing
     records["executor-2"] += [{"event": "llm.cancelled", "ticket": 8}, call(10, "n/2", kind="synthesize")]
     assert executions(records)[0] == {"n/1": {"executor-1", "executor-2"}}
+
+
+def test_a_synthesis_is_a_task_too_when_asked_for():
+    """An executor holds a parent to synthesize it as it holds a leaf to execute it: counted
+    with ``TASK_KINDS``, two executors synthesizing one parent show, as two executing a leaf do."""
+    from support.calls import TASK_KINDS
+
+    records = {
+        "executor-1": [call(3, "n/0"), {"event": "llm.answer", "ticket": 3}, call(5, "p", kind="synthesize")],
+        "executor-2": [call(4, "p", kind="synthesize"), {"event": "llm.answer", "ticket": 4}],
+    }
+    assert executions(records)[0] == {"n/0": {"executor-1"}}
+    assert executions(records, TASK_KINDS)[0] == {"n/0": {"executor-1"}, "p": {"executor-1", "executor-2"}}

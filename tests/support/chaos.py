@@ -39,6 +39,8 @@ from agent.core.plan import Plan
 from agent.core.reasons import Rejected
 from agent.core.tree import derive
 
+from .calls import TASK_KINDS, executions, in_flight  # noqa: F401  (the scenarios' counts of LLM calls)
+
 # realistic-but-short: every LLM call of every agent takes this long (scripted answers)
 LATENCY = 0.3
 
@@ -116,40 +118,6 @@ def crash_lines(text: str) -> list[str]:
 
 def published_ids(records: list[dict]) -> set[str]:
     return {r["event_id"] for r in records if r.get("event") == "published" and r.get("event_id")}
-
-
-def executions(records_by: dict[str, list[dict]], kind: str = "execute") -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """Per node: the agents that spent an LLM call of this kind on it, and, apart, those whose
-    call was cancelled before it answered (a lost claim race: the loser learnt of the earlier
-    claim after its settle window and dropped the call, no answer, no result). A call still in
-    flight counts as spent: watched during a run, two executors at work on one task show."""
-    spent: dict[str, set[str]] = {}
-    cancelled: dict[str, set[str]] = {}
-    for name, records in records_by.items():
-        calls: dict[Any, str] = {}
-        for r in records:
-            ev = r.get("event")
-            if ev == "llm.call" and r.get("kind") == kind:
-                calls[r.get("ticket")] = r["node_id"]
-            elif ev == "llm.answer" and r.get("ticket") in calls:
-                spent.setdefault(calls.pop(r.get("ticket")), set()).add(name)
-            elif ev == "llm.cancelled" and r.get("ticket") in calls:
-                cancelled.setdefault(calls.pop(r.get("ticket")), set()).add(name)
-        for node in calls.values():
-            spent.setdefault(node, set()).add(name)
-    return spent, cancelled
-
-
-def in_flight(records: list[dict], kind: str) -> list[dict]:
-    """LLM calls of this kind logged (``llm.call``) without an answer or cancel yet."""
-    open_: dict[Any, dict] = {}
-    for r in records:
-        ev = r.get("event")
-        if ev == "llm.call" and r.get("kind") == kind:
-            open_[r.get("ticket")] = r
-        elif ev in ("llm.answer", "llm.cancelled"):
-            open_.pop(r.get("ticket"), None)
-    return list(open_.values())
 
 
 # ---------------------------------------------------------------------- the driver's view
@@ -444,6 +412,19 @@ class ChaosRun:
         assert self.watch.done_at is not None
         self.rec.done = self.watch.done_at
         return self.watch.done_at
+
+    def counted_changes(self) -> dict[str, dict[str, list[str]]]:
+        """Per agent (the driver too), the tasks whose counted result changed while it ran: its
+        stored log replayed in the order it accepted the events (``counted_history``). Where no
+        fault can excuse it (a clock off is none, README), any change is a result that counted
+        on that agent and was then replaced: work that was done twice, or counted too early."""
+        out = {}
+        for n in self.names():
+            events, _ = decode_all(complete_lines(self.read_store(n)))
+            changed = {node: h for node, h in counted_history(events).items() if len(h) > 1}
+            if changed:
+                out[n] = changed
+        return out
 
     def store_sets(self) -> dict[str, frozenset[bytes]]:
         return {n: frozenset(complete_lines(self.read_store(n))) for n in self.names()}
