@@ -161,3 +161,44 @@ async def test_the_offset_is_exposed_and_a_correction_said_once(tmp_path):
             rt._correct_clock()
     assert [r["event"] for r in logs if r["event"].startswith("clock ")] == ["clock in step with the peers"]
     assert metrics.REGISTRY.get_sample_value("swarm_clock_correction_seconds") == 0
+
+
+def test_only_a_stamp_of_its_authors_own_clock_counts():
+    """A stamp with logical > 0 carries a clock its author merged (another peer's, maybe a fast
+    one): counting it let one fast clock move every estimate a bound further per hop (the
+    simulator's cascade). Its author is heard, and counts as in step."""
+    from agent.core.skew import ClockCorrection
+
+    fix = ClockCorrection(bound_ms=2_000)
+    for p in "abc":  # three peers whose stamps merged a clock 30 s ahead of ours
+        fix.observe(p, T + 30_000, 3, T)
+    fix.update(T)
+    assert (fix.ahead_ms, fix.correction_ms) == (0, 0)
+    for p in "abc":  # their own clocks, 30 s ahead of ours: we are the one behind
+        fix.observe(p, T + 30_000, 0, T + 10)
+    fix.update(T + 10)
+    assert -30_000 <= fix.ahead_ms <= -29_980 and fix.correction_ms == fix.ahead_ms
+
+
+def test_in_a_swarm_with_an_authority_only_members_are_heard():
+    """Keys an insider minted (no credential) cannot outvote the honest clocks; a hello is heard
+    (the intake judged its credential before holding it); in an open swarm everyone is."""
+    from types import SimpleNamespace
+
+    from agent.core.skew import counts_for_clock
+
+    class Members:
+        closed = True
+
+        def roles_of(self, peer, wall):
+            return {"executor"} if peer == "member" else set()
+
+    def event(author, kind="claim"):
+        return SimpleNamespace(author=author, hlc=Timestamp(T, 0), body=SimpleNamespace(type=kind))
+
+    assert counts_for_clock(Members(), event("member"))
+    assert not counts_for_clock(Members(), event("minted"))
+    assert counts_for_clock(Members(), event("minted", "hello"))
+    open_swarm = Members()
+    open_swarm.closed = False
+    assert counts_for_clock(open_swarm, event("minted"))
