@@ -12,6 +12,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from agent.procs import Stopped
+
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="A leaderless multi-agent planning swarm.")
 err = Console(stderr=True)
@@ -197,6 +199,9 @@ def main() -> None:
         sys.exit(getattr(exc, "exit_code", 2))
     except typer.Abort:
         sys.exit(130)
+    except Stopped as exc:  # a short-lived tool that a signal stopped, after it cleaned up
+        err.print(str(exc), highlight=False)
+        sys.exit(128 + exc.signum)
     if isinstance(code, int):
         sys.exit(code)
 
