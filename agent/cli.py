@@ -236,6 +236,20 @@ def _agent_settings(**overrides):
     return s
 
 
+def _tool_settings(**overrides):
+    """Settings for a short-lived tool that joins the swarm as a temporary peer (submit,
+    observe --once, publish): its key and log go to a temporary directory, which must be
+    writable before it joins."""
+    from agent.settings import SettingsError, check_temp_dir
+
+    s = _settings(**overrides)
+    try:
+        check_temp_dir()
+    except SettingsError as exc:
+        _fail(str(exc), 2)
+    return s
+
+
 @app.command()
 def run(
     role: Optional[str] = typer.Option(None, help="decomposer|scorer|executor|observer (or SWARM_ROLE)"),
@@ -272,7 +286,7 @@ def submit(
         goal, description = check_goal_text(goal, description)
     except GoalTextError as exc:
         _fail(str(exc), 2)
-    s = _settings() if token_budget is None else _settings(token_budget=token_budget)
+    s = _tool_settings() if token_budget is None else _tool_settings(token_budget=token_budget)
     plan_md: list[str] = []
 
     async def follow(rt, goal_id: str) -> None:
@@ -312,7 +326,7 @@ def observe(
 
     from agent.app import SubmitError, observe_once, serve
 
-    s = _agent_settings() if not once else _settings()
+    s = _agent_settings() if not once else _tool_settings()
     if not once:
         trio.run(serve, s, "observer")
         return
@@ -597,7 +611,7 @@ def publish(
     if not lines:
         err.print("[red]error:[/red] no events to publish")
         raise typer.Exit(2)
-    s = _settings()
+    s = _tool_settings()
     try:
         ids = trio.run(publish_events, s, lines, timeout)
     except SubmitError as exc:
