@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -48,10 +49,15 @@ def exec_agent(compose, service: str, agent_args: list[str], data_dir: str,
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
-def submit(compose, goal: str, service: str = "observer") -> None:
+def submit(compose, goal: str, service: str = "observer") -> str:
+    """Submit ``goal``; its id (what `submit` prints last on stdout)."""
     r = exec_agent(compose, service, ["submit", goal], "/tmp/submit")
     if r.returncode != 0:
         raise RuntimeError(f"submit failed ({r.returncode}): {r.stderr.strip()[-2000:]}")
+    ids = [ln.strip() for ln in r.stdout.splitlines() if re.fullmatch(r"[0-9a-f]{64}", ln.strip())]
+    if not ids:
+        raise RuntimeError(f"submit printed no goal id: {r.stdout.strip()[-500:]}")
+    return ids[-1]
 
 
 def observe(compose, service: str = "observer", timeout: float = 120) -> dict:
@@ -64,9 +70,13 @@ def observe(compose, service: str = "observer", timeout: float = 120) -> dict:
     return json.loads(out[out.index("{"):])
 
 
-def find_goal(tree: dict, goal: str) -> dict | None:
-    """The root node for `goal` (by title; else the last goal), or None."""
+def find_goal(tree: dict, goal: str, goal_id: str | None = None) -> dict | None:
+    """The root node of the goal with id `goal_id`; without an id, the first titled `goal`
+    (else the last goal); or None. A swarm may hold several goals of one title (`make submit`
+    and `make chaos` both default to the Japan trip): chaos follows the one it submitted."""
     goals = tree.get("goals") or ([tree["root"]] if tree.get("root") else [])
+    if goal_id is not None:
+        return next((g for g in goals if g.get("id") == goal_id), None)
     for g in goals:
         if g.get("title") == goal:
             return g
@@ -123,7 +133,8 @@ def main() -> int:
         print(f"[{time.monotonic() - t0:7.1f}s] {msg}", flush=True)
 
     say(f"submitting: {a.goal!r}")
-    submit(a.compose, a.goal)
+    goal_id = submit(a.compose, a.goal)
+    say(f"goal {goal_id[:12]} stored; following it")
     killed_at: float | None = None  # wall clock, seconds
     last = ""
     while time.monotonic() - t0 < a.timeout:
@@ -133,7 +144,7 @@ def main() -> int:
             say(f"observe: {exc}")
             time.sleep(a.poll)
             continue
-        node = find_goal(tree, a.goal)
+        node = find_goal(tree, a.goal, goal_id)
         line = "goal not seen yet" if node is None else summary(node)
         if line != last:
             say(f"{line}  digest={tree.get('digest', '?')[:12]}")

@@ -133,16 +133,17 @@ ps: cluster-check
 # the web page: mk/chaos.py's ONE_SHOT_ENV) and a data directory of its own, named like the
 # credential slot it takes (observer/submit, observer/observe: scripts/containers/credentials.sh)
 ONE_SHOT := -e SWARM_LISTEN_PORT=0 -e SWARM_METRICS_PORT=0 -e SWARM_WEB_PORT=0
+# what a person reads at a terminal: readable warnings only (the compose environment's JSON info
+# lines, about 20 per submit, would bury the goal's id and the live tree)
+READABLE := -e SWARM_LOG_FORMAT=console -e SWARM_LOG_LEVEL=warning
 
 submit: export GOAL := $(GOAL)
 submit: cluster-check
-	$(DC) exec -T $(ONE_SHOT) -e SWARM_DATA_DIR=/tmp/submit observer python -m agent submit "$$GOAL"
+	$(DC) exec -T $(ONE_SHOT) $(READABLE) -e SWARM_DATA_DIR=/tmp/submit observer python -m agent submit "$$GOAL"
 
-# the live tree in your terminal: a second, throw-away observer inside the observer container,
-# with readable warnings only (the compose environment's JSON info lines would bury the tree)
+# the live tree in your terminal: a second, throw-away observer inside the observer container
 observe: cluster-check
-	$(DC) exec $(ONE_SHOT) -e SWARM_DATA_DIR=/tmp/observe -e SWARM_LOG_FORMAT=console \
-	  -e SWARM_LOG_LEVEL=warning observer python -m agent observe
+	$(DC) exec $(ONE_SHOT) $(READABLE) -e SWARM_DATA_DIR=/tmp/observe observer python -m agent observe
 
 # `docker compose kill decomposer-2`, on either engine
 kill: cluster-check

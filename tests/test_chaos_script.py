@@ -34,33 +34,36 @@ if "kill" in args:
 if args[-1] == "true":
     sys.exit(1 if s.get("killed") == args[-2] else 0)
 if "submit" in args:
-    sys.exit(0)
+    print('{"event": "a log line"}'); print(s.get("goal_id", "c" * 64)); sys.exit(0)
 if "observe" in args:
     trees = s["trees"]
     i = min(s.get("i", 0), len(trees) - 1)
     s["i"] = i + 1
     state.write_text(json.dumps(s))
-    root = dict(trees[i])
-    when = root.pop("synthesis", None)
-    if when is not None:
-        k = s.get("killed_at") or time.time()
-        root["claims"] = [{"id": "c", "author": "x", "start": int((k + (5 if when == "after-kill" else -5)) * 1000), "end": 0}]
-    print(json.dumps({"digest": "d" * 64, "goals": [root]}))
+    roots = [dict(r) for r in (trees[i] if isinstance(trees[i], list) else [trees[i]])]
+    for root in roots:
+        when = root.pop("synthesis", None)
+        if when is not None:
+            k = s.get("killed_at") or time.time()
+            root["claims"] = [{"id": "c", "author": "x", "start": int((k + (5 if when == "after-kill" else -5)) * 1000), "end": 0}]
+    print(json.dumps({"digest": "d" * 64, "goals": roots}))
     sys.exit(0)
 sys.exit(f"fake compose: unexpected {args}")
 '''
 
 
 def node(state: str, children: int = 0, **kw) -> dict:
-    return {"title": GOAL, "state": state, "claims": [],
+    return {"id": "c" * 64, "title": GOAL, "state": state, "claims": [],
             "children": [{"title": f"c{i}", "state": "open", "children": []} for i in range(children)], **kw}
 
 
-def run_chaos(tmp_path: Path, trees: list[dict]) -> subprocess.CompletedProcess:
+def run_chaos(tmp_path: Path, trees: list, goal_id: str = "c" * 64) -> subprocess.CompletedProcess:
+    """`make chaos` against the fake; `submit` answers ``goal_id``; each tree is a root node
+    or a list of them (the swarm's goals in order)."""
     fake = tmp_path / "fake_compose.py"
     fake.write_text(FAKE)
     state = tmp_path / "state.json"
-    state.write_text(json.dumps({"trees": trees}))
+    state.write_text(json.dumps({"trees": trees, "goal_id": goal_id}))
     compose = f"{sys.executable} {fake} {state}"
     return subprocess.run([sys.executable, str(ROOT / "mk" / "chaos.py"), "--compose", compose,
                            "--goal", GOAL, "--poll", "0.05", "--timeout", "20"],
@@ -109,3 +112,27 @@ def test_a_kill_that_leaves_the_victim_running_is_a_failure(tmp_path):
                         f"{sys.executable} {fake} {state}", "--goal", GOAL, "--poll", "0.05",
                         "--timeout", "20"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 4 and "still running" in r.stdout, r.stdout + r.stderr
+
+
+def test_chaos_follows_the_goal_it_submitted_not_an_earlier_one_of_the_same_title(tmp_path):
+    """`make submit` (the Japan trip, done by now), then `make chaos` (the Japan trip again):
+    chaos follows its own goal, by the id its submit printed."""
+    earlier = {**node("done", 3, synthesis="before-kill"), "id": "e" * 64}
+    ours = "0" * 64
+    r = run_chaos(tmp_path, [[earlier, {**node("open"), "id": ours}],
+                             [earlier, {**node("split", 3), "id": ours}],
+                             [earlier, {**node("done", 3, synthesis="after-kill"), "id": ours}]],
+                  goal_id=ours)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"goal {ours[:12]} stored" in r.stdout and "killing decomposer-2" in r.stdout
+
+
+def test_a_submit_that_prints_no_goal_id_is_an_error(tmp_path):
+    fake = tmp_path / "fake_compose.py"
+    fake.write_text(FAKE.replace('print(s.get("goal_id", "c" * 64)); ', ""))
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"trees": [node("open")]}))
+    r = subprocess.run([sys.executable, str(ROOT / "mk" / "chaos.py"), "--compose",
+                        f"{sys.executable} {fake} {state}", "--goal", GOAL, "--poll", "0.05",
+                        "--timeout", "20"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "submit printed no goal id" in r.stderr, r.stdout + r.stderr

@@ -45,7 +45,9 @@ def test_make_observe_takes_no_port_of_the_observer_and_shows_readable_logs(tmp_
                  "SWARM_LOG_FORMAT=console", "SWARM_LOG_LEVEL=warning"):
         assert f"-e {flag}" in out, out
     assert "exec -T" not in out  # a terminal in the container: the live tree
-    assert "-e SWARM_WEB_PORT=0" in dry("submit", env_file=tmp_path / "e")
+    sub = dry("submit", env_file=tmp_path / "e")
+    for flag in ("SWARM_WEB_PORT=0", "SWARM_LOG_FORMAT=console", "SWARM_LOG_LEVEL=warning"):
+        assert f"-e {flag}" in sub, sub  # the goal's id, not buried in JSON log lines
 
 
 def test_make_kill_and_down_with_volumes(tmp_path):
