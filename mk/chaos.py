@@ -179,4 +179,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # Ctrl-C: the cluster stays as it is; a line, not a traceback
+        print("interrupted: nothing proven; the cluster keeps running (make down stops it)", flush=True)
+        sys.exit(130)

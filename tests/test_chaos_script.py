@@ -136,3 +136,35 @@ def test_a_submit_that_prints_no_goal_id_is_an_error(tmp_path):
                         f"{sys.executable} {fake} {state}", "--goal", GOAL, "--poll", "0.05",
                         "--timeout", "20"], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "submit printed no goal id" in r.stderr, r.stdout + r.stderr
+
+
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
+    import signal
+    import time
+
+    fake = tmp_path / "fake_compose.py"
+    fake.write_text(FAKE)
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"trees": [node("open")]}))  # never in progress: it polls on
+    proc = subprocess.Popen([sys.executable, str(ROOT / "mk" / "chaos.py"), "--compose",
+                             f"{sys.executable} {fake} {state}", "--goal", GOAL, "--poll", "0.05",
+                             "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        def polls() -> int:  # trees served so far (the fake may be writing the file right now)
+            try:
+                return json.loads(state.read_text()).get("i", 0)
+            except ValueError:
+                return 0
+
+        while polls() < 1:  # it is polling the plan (the count stops at the last tree)
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130 and "Traceback" not in err, out + err
+    assert out.splitlines()[-1].startswith("interrupted: nothing proven"), out
