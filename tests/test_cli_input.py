@@ -233,6 +233,27 @@ def test_a_mistyped_command_line_gets_one_line_and_exit_2(case, tmp_path):
     assert message in line and "--help' )" not in line and "--help')" in line, line
 
 
+BAD_VALUES = {  # argv -> (the whole message, on its one line; exit code)
+    "fault kinds": (["simulate", "--faults", "bogus,[red]x[/red]"],
+                    "unknown fault kinds ['[red]x[/red]', 'bogus']; known: delay, loss, dup, partition, "
+                    "crash, pause, skew, llm, byzantine", 2),
+    "seeds": (["simulate", "--seeds", "9..x"], "bad --seeds: invalid literal for int()", 2),
+    "replay": (["replay", "missing.jsonl"], "cannot read missing.jsonl: No such file or directory", 2),
+    "keygen": (["keygen", "--authority", "--identity"], "--authority or --identity, not both", 2),
+    "publish": (["publish", "/dev/null"], "no events to publish", 2),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_VALUES), ids=list(BAD_VALUES))
+def test_every_tools_bad_value_is_one_whole_line(case, tmp_path):
+    """The other commands' refusals go through the same one line as the goal's: never wrapped
+    at the terminal's width, a value's brackets printed as typed (not read as markup)."""
+    argv, message, code = BAD_VALUES[case]
+    r = agent(*argv, cwd=tmp_path, env={"COLUMNS": "60"})
+    assert r.returncode == code, (r.returncode, r.stderr[-2000:])
+    assert message in one_line_error(r) and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
 def test_help_and_no_arguments_still_show_the_help(tmp_path):
     assert agent("demo", "--help", cwd=tmp_path).returncode == 0
     r = agent(cwd=tmp_path)
