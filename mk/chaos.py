@@ -33,6 +33,9 @@ from collections import Counter
 SLOWER = ("Give the plan more time: run the scripted LLM at 10 s per answer "
           "(make down; make up SWARM_LLM=scripted SWARM_SCRIPTED_LATENCY=10), then make chaos again")
 ONE_SHOT_ENV = {"SWARM_LISTEN_PORT": "0", "SWARM_METRICS_PORT": "0", "SWARM_WEB_PORT": "0"}
+# warnings only, readable (mk/cluster.mk's READABLE): a failed submit or observe is then its
+# error line, not the last 2,000 characters of the compose environment's JSON info lines
+READABLE_ENV = {"SWARM_LOG_FORMAT": "console", "SWARM_LOG_LEVEL": "warning"}
 
 
 def compose_cmd(compose: str | list[str], *args: str) -> list[str]:
@@ -43,7 +46,7 @@ def compose_cmd(compose: str | list[str], *args: str) -> list[str]:
 def exec_agent(compose, service: str, agent_args: list[str], data_dir: str,
                timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     flags: list[str] = []
-    for k, v in {**ONE_SHOT_ENV, "SWARM_DATA_DIR": data_dir, **(env or {})}.items():
+    for k, v in {**ONE_SHOT_ENV, **READABLE_ENV, "SWARM_DATA_DIR": data_dir, **(env or {})}.items():
         flags += ["-e", f"{k}={v}"]
     cmd = compose_cmd(compose, "exec", "-T", *flags, service, "python", "-m", "agent", *agent_args)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)

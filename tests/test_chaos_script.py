@@ -36,6 +36,7 @@ if args[-1] == "true":
 if "submit" in args:
     print('{"event": "a log line"}'); print(s.get("goal_id", "c" * 64)); sys.exit(0)
 if "observe" in args:
+    s["observe_args"] = args
     trees = s["trees"]
     i = min(s.get("i", 0), len(trees) - 1)
     s["i"] = i + 1
@@ -83,6 +84,11 @@ def test_success_when_the_kill_came_mid_plan_and_the_root_was_done_after_it(tmp_
                              node("done", 3, synthesis="after-kill")])
     assert r.returncode == 0, r.stdout + r.stderr
     assert "killing decomposer-2" in r.stdout and "after decomposer-2 was killed" in r.stdout
+    # the one-shot observer inside the observer's container: none of its ports, readable warnings
+    args = json.loads((tmp_path / "state.json").read_text())["observe_args"]
+    for flag in ("SWARM_LISTEN_PORT=0", "SWARM_METRICS_PORT=0", "SWARM_WEB_PORT=0",
+                 "SWARM_LOG_FORMAT=console", "SWARM_LOG_LEVEL=warning"):
+        assert args[args.index(flag) - 1] == "-e", args
 
 
 def test_a_plan_done_before_the_kill_is_a_failure(tmp_path):
