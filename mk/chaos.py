@@ -169,11 +169,13 @@ def main() -> int:
             say(f"{a.victim} killed")
         if node is not None and node.get("state") == "done":
             start = synthesis_start_ms(node)
+            # a root with no children was executed as one task (the electorate accepted no split)
+            work = "synthesis" if node.get("children") else "execution as one task (no split accepted)"
             if killed_at is None or start is None or start / 1000 < killed_at:
-                say(f"FAILED: the root's synthesis began before {a.victim} was killed: the plan was "
+                say(f"FAILED: the root's {work} began before {a.victim} was killed: the plan was "
                     "finished without it, nothing proven. " + SLOWER)
                 return 3
-            say(f"root done: its synthesis began {start / 1000 - killed_at:.1f}s after {a.victim} "
+            say(f"root done: its {work} began {start / 1000 - killed_at:.1f}s after {a.victim} "
                 f"was killed; digest {tree.get('digest')}")
             return 0
         time.sleep(a.poll)

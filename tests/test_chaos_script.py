@@ -174,3 +174,11 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
             proc.wait()
     assert proc.returncode == 130 and "Traceback" not in err, out + err
     assert out.splitlines()[-1].startswith("interrupted: nothing proven"), out
+
+
+def test_a_root_executed_as_one_task_before_the_kill_is_named_so(tmp_path):
+    # seen on the podman cluster on smollm2-135m: the electorate accepted no split, the root was
+    # claimed as one task, chaos killed decomposer-2 while that ran: nothing proven
+    r = run_chaos(tmp_path, [node("open"), node("claimed"), node("done", synthesis="before-kill")])
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "root's execution as one task (no split accepted) began before decomposer-2" in r.stdout
