@@ -236,12 +236,41 @@ def _boot_log(role: str) -> Any:
     return structlog.get_logger().bind(role=role)
 
 
+def _stop_signal_receiver() -> Any:
+    """SIGINT, SIGTERM and SIGHUP as trio messages (procs.STOP_SIGNALS); outside the main
+    thread, where no handler can be set, nothing (the signals keep their handlers)."""
+    import contextlib
+    import threading
+
+    from agent.procs import STOP_SIGNALS
+
+    if threading.current_thread() is not threading.main_thread():
+        return contextlib.nullcontext(None)
+    return trio.open_signal_receiver(*STOP_SIGNALS)
+
+
+async def _stop_on_signal(signals: Any, cancel: trio.CancelScope, got: list[int]) -> None:
+    async for sig in signals:
+        got.append(sig)
+        cancel.cancel()
+        return
+
+
 async def _with_temp_peer(settings: Settings, role: str, body: Callable[[Runtime], Awaitable[Any]]) -> Any:
+    """Run ``body`` as a temporary peer whose key and log live in a temporary directory. A
+    stopping signal (agent.procs.STOP_SIGNALS) cancels it: the peer leaves and the directory is
+    removed, then ``Stopped``. The signals are taken before the directory exists and given
+    back after it is gone, so no signal can leave it behind."""
+    from agent.procs import Stopped
+
     settings = settings.model_copy(update={"listen_port": 0})  # never clash with a local agent
-    with tempfile.TemporaryDirectory(prefix=f"swarm-{role}-") as tmp:
+    got: list[int] = []
+    with _stop_signal_receiver() as signals, tempfile.TemporaryDirectory(prefix=f"swarm-{role}-") as tmp:
         rt = open_runtime(settings, role, data_dir=Path(tmp))
         failure: SubmitError | None = None
         async with trio.open_nursery() as nursery:
+            if signals is not None:
+                nursery.start_soon(_stop_on_signal, signals, nursery.cancel_scope, got)
             await nursery.start(rt.run)
             try:
                 result = await body(rt)
@@ -249,9 +278,11 @@ async def _with_temp_peer(settings: Settings, role: str, body: Callable[[Runtime
                 failure = exc
             finally:
                 nursery.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
-        return result
+    if got:  # (before failure: the body was cut short, and result was never set)
+        raise Stopped(got[0])
+    if failure is not None:
+        raise failure
+    return result
 
 
 HANDSHAKE_FAILURES = 2  # dials in a row that reach a peer's port but never finish the handshake

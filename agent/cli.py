@@ -12,6 +12,8 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from agent.procs import Stopped
+
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="A leaderless multi-agent planning swarm.")
 err = Console(stderr=True)
@@ -34,8 +36,7 @@ def replay(
     try:
         events, bad = read_log(log)
     except OSError as exc:
-        err.print(f"[red]error:[/red] cannot read {log}: {exc.strerror or exc}")
-        raise typer.Exit(2)
+        _fail(f"cannot read {log}: {exc.strerror or exc}", 2)
     for b in bad:
         print(f"{log}:{b.line}: skipped: {b.reason}: {b.detail}", file=sys.stderr)
     import os
@@ -87,8 +88,7 @@ def simulate(
     try:
         fault_cfg = Faults.parse(faults)
     except ValueError as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2)
+        _fail(str(exc), 2)
     base = SimConfig(seed=seed, goal=goal, decomposers=decomposers, scorers=scorers, executors=executors,
                      max_depth=max_depth, max_children=max_children, max_rounds=max_rounds,
                      token_budget=token_budget, faults=fault_cfg, trace=trace)
@@ -98,8 +98,7 @@ def simulate(
         try:
             seed_list = parse_seeds(seeds)
         except ValueError as exc:
-            err.print(f"[red]error:[/red] bad --seeds: {exc}")
-            raise typer.Exit(2)
+            _fail(f"bad --seeds: {exc}", 2)
         t0 = time.perf_counter()
         done = [0]
 
@@ -171,8 +170,7 @@ def bench(
     chosen = [s.strip() for s in sections.split(",") if s.strip()]
     unknown = set(chosen) - set(SECTIONS)
     if unknown:
-        err.print(f"[red]error:[/red] unknown sections {sorted(unknown)}; known: {', '.join(SECTIONS)}")
-        raise typer.Exit(2)
+        _fail(f"unknown sections {sorted(unknown)}; known: {', '.join(SECTIONS)}", 2)
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
     run_bench(chosen, [float(x) for x in latency.split(",") if x.strip()], repeats,
@@ -197,6 +195,9 @@ def main() -> None:
         sys.exit(getattr(exc, "exit_code", 2))
     except typer.Abort:
         sys.exit(130)
+    except Stopped as exc:  # a short-lived tool that a signal stopped, after it cleaned up
+        err.print(str(exc), highlight=False)
+        sys.exit(128 + exc.signum)
     if isinstance(code, int):
         sys.exit(code)
 
@@ -226,6 +227,20 @@ def _agent_settings(**overrides):
     s = _settings(**overrides)
     try:
         check_data_dir(s.data_dir)
+    except SettingsError as exc:
+        _fail(str(exc), 2)
+    return s
+
+
+def _tool_settings(**overrides):
+    """Settings for a short-lived tool that joins the swarm as a temporary peer (submit,
+    observe --once, publish): its key and log go to a temporary directory, which must be
+    writable before it joins."""
+    from agent.settings import SettingsError, check_temp_dir
+
+    s = _settings(**overrides)
+    try:
+        check_temp_dir()
     except SettingsError as exc:
         _fail(str(exc), 2)
     return s
@@ -267,7 +282,7 @@ def submit(
         goal, description = check_goal_text(goal, description)
     except GoalTextError as exc:
         _fail(str(exc), 2)
-    s = _settings() if token_budget is None else _settings(token_budget=token_budget)
+    s = _tool_settings() if token_budget is None else _tool_settings(token_budget=token_budget)
     plan_md: list[str] = []
 
     async def follow(rt, goal_id: str) -> None:
@@ -307,7 +322,7 @@ def observe(
 
     from agent.app import SubmitError, observe_once, serve
 
-    s = _agent_settings() if not once else _settings()
+    s = _agent_settings() if not once else _tool_settings()
     if not once:
         trio.run(serve, s, "observer")
         return
@@ -356,21 +371,17 @@ def keygen(
         try:
             print(authority_id(show))
         except CredentialError as exc:
-            err.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(1)
+            _fail(str(exc), 1)
         return
     if authority or identity:
         if authority and identity:
-            err.print("[red]error:[/red] --authority or --identity, not both")
-            raise typer.Exit(2)
+            _fail("--authority or --identity, not both", 2)
         if out is None:
-            err.print("[red]error:[/red] a private key goes to a file: pass --out")
-            raise typer.Exit(2)
+            _fail("a private key goes to a file: pass --out", 2)
         try:
             write_new(out, os.urandom(32))
         except (CredentialError, OSError) as exc:
-            err.print(f"[red]error:[/red] {exc}")
-            raise typer.Exit(1)
+            _fail(str(exc), 1)
         ident = authority_id(out)
         if authority:
             err.print(f"wrote an authority key to {out}; give every agent SWARM_AUTHORITY={ident}")
@@ -385,11 +396,9 @@ def keygen(
     try:
         fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
-        err.print(f"[red]error:[/red] {out} exists; not overwriting a swarm key")
-        raise typer.Exit(1)
+        _fail(f"{out} exists; not overwriting a swarm key", 1)
     except OSError as exc:
-        err.print(f"[red]error:[/red] cannot create {out}: {exc.strerror or exc}")
-        raise typer.Exit(1)
+        _fail(f"cannot create {out}: {exc.strerror or exc}", 1)
     with os.fdopen(fd, "w") as fh:
         fh.write(text)
     err.print(f"wrote swarm key {key_id(parse_swarm_key(text))} to {out}")
@@ -440,8 +449,7 @@ def _authority(path: Path):
     try:
         return load_seed(path)
     except CredentialError as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1)
+        _fail(str(exc), 1)
 
 
 @credential_app.command("issue")
@@ -463,8 +471,7 @@ def credential_issue(
     from agent.credentials import CredentialError, load_seed, write_new
 
     if (peer is None) == (key is None):
-        err.print("[red]error:[/red] name the member by --peer or by --key")
-        raise typer.Exit(2)
+        _fail("name the member by --peer or by --key", 2)
     auth = _authority(authority_key)
     try:
         pid = peer if peer is not None else load_seed(key).peer_id
@@ -473,8 +480,7 @@ def credential_issue(
                                 swarm or _settings(log_level="warning").swarm, now - 60_000,
                                 now + int(days * 86_400_000))
     except (ValueError, CredentialError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2)
+        _fail(str(exc), 2)
     data = orjson.dumps(cred.model_dump(mode="json"), option=orjson.OPT_INDENT_2) + b"\n"
     if out is None:
         sys.stdout.write(data.decode())
@@ -482,8 +488,7 @@ def credential_issue(
     try:
         write_new(out, data, overwrite=True)
     except (CredentialError, OSError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1)
+        _fail(str(exc), 1)
     err.print(f"wrote a credential for {pid} ({', '.join(cred.roles)}, {days:g} days) to {out}")
 
 
@@ -505,15 +510,13 @@ def credential_slots(
         where, _, roles = spec.partition("=")
         group, _, name = where.partition("/")
         if not group or not name or not roles or "/" in name:
-            err.print(f"[red]error:[/red] bad --slot {spec!r}: expected group/slot=role[,role]")
-            raise typer.Exit(2)
+            _fail(f"bad --slot {spec!r}: expected group/slot=role[,role]", 2)
         wanted.append((group, name, [r for r in roles.split(",") if r]))
     try:
         for line in issue_slots(auth, directory, wanted, swarm, days):
             print(line)
     except (ValueError, CredentialError, OSError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1)
+        _fail(str(exc), 1)
 
 
 @credential_app.command("show")
@@ -527,8 +530,7 @@ def credential_show(path: Path = typer.Argument(..., help="a credential.json")) 
     try:
         cred = load_credential(path)
     except CredentialError as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1)
+        _fail(str(exc), 1)
     s = _settings(log_level="warning")
     fmt = lambda ms: _time.strftime("%Y-%m-%d %H:%M:%SZ", _time.gmtime(ms / 1000))  # noqa: E731
     print(f"peer {cred.peer}\nroles {', '.join(cred.roles)}\nswarm {cred.swarm}\n"
@@ -560,15 +562,13 @@ def revoke(
     from agent.credentials import CredentialError, load_credential, write_new
 
     if (peer is None) == (credential is None):
-        err.print("[red]error:[/red] name the member by its peer id or by --credential")
-        raise typer.Exit(2)
+        _fail("name the member by its peer id or by --credential", 2)
     auth = _authority(authority_key)
     try:
         pid = peer if peer is not None else load_credential(credential).peer
         ev = sign_event(auth, Timestamp(_time.time_ns() // 1_000_000, 0), Revoke(peer=pid, reason=reason))
     except (ValueError, CredentialError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2)
+        _fail(str(exc), 2)
     if out is None:
         sys.stdout.write(ev.raw.decode() + "\n")
     else:
@@ -590,14 +590,12 @@ def publish(
     raw = sys.stdin.buffer.read() if str(events) == "-" else events.read_bytes()
     lines = [ln for ln in raw.splitlines() if ln.strip()]
     if not lines:
-        err.print("[red]error:[/red] no events to publish")
-        raise typer.Exit(2)
-    s = _settings()
+        _fail("no events to publish", 2)
+    s = _tool_settings()
     try:
         ids = trio.run(publish_events, s, lines, timeout)
     except SubmitError as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1)
+        _fail(str(exc), 1)
     for i in ids:
         print(i)
 
@@ -711,8 +709,7 @@ def eval_cmd(
         return
     chosen = {p.strip() for p in planners.split(",") if p.strip()}
     if not chosen or chosen - {"single", "swarm"}:
-        err.print("[red]error:[/red] --planners takes single, swarm or single,swarm")
-        raise typer.Exit(2)
+        _fail("--planners takes single, swarm or single,swarm", 2)
     s = _settings(log_level="warning", llm=llm, llamacpp_model=model, llamacpp_threads=threads)
     from agent.eval.runner import custom_goal
 
@@ -757,8 +754,7 @@ def eval_cmd(
     try:
         data = trio.run(main)
     except (LLMError, KeyError) as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2)
+        _fail(str(exc), 2)
     finally:
         if srv is not None:
             srv.stop()
@@ -872,14 +868,14 @@ def serve_llm(
             model_dir=s.model_dir,
         ).start()
     except (LLMError, ValueError) as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False, markup=True, soft_wrap=True)
-        raise typer.Exit(1)
+        _fail(str(exc), 1)
     try:
         print(srv.base_url, flush=True)
         err.print(f"serving {srv.model} ({srv.parallel} slots x {srv.ctx} tokens, {srv.threads} "
                   f"threads) at {srv.base_url}; API key in {key_path}\nagents on this host: "
                   f"SWARM_LLM=openai SWARM_OPENAI_BASE_URL={srv.base_url} "
-                  f"SWARM_OPENAI_API_KEY_FILE={key_path}", highlight=False, markup=False)
+                  f"SWARM_OPENAI_API_KEY_FILE={key_path}", highlight=False, markup=False,
+                  soft_wrap=True)  # the agents' line whole, to copy in front of a command
 
         async def until_signal() -> None:
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

@@ -70,3 +70,20 @@ class HeldSignals:
             elif h == signal.SIG_DFL:
                 os.kill(os.getpid(), s)
         self._held.clear()
+
+
+# ------------------------------------------------------------ short-lived tools and signals
+# What stops a short-lived tool (submit, observe --once, revoke's publish): Ctrl-C, `kill`,
+# `timeout`, CI, systemd, a closed terminal. Each must leave the swarm and remove its temporary
+# directory; the default action of SIGTERM and SIGHUP ends the process on the spot and leaves
+# /tmp/swarm-* behind.
+STOP_SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s)
+
+
+class Stopped(Exception):
+    """A short-lived tool was stopped by a signal after cleaning up; the CLI exits with
+    128 + the signal's number, as a shell reports a process the signal ended."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        self.signum = signum

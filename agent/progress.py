@@ -70,7 +70,8 @@ class PlanProgress:
                                   counts=counts_line(counts), eta=eta_text)
         elif counts_line(counts) != self._last:
             self._last = counts_line(counts)
-            self.console.print(line, markup=False, highlight=False)
+            # one line per change, however narrow the console (a pipe is 80 columns to rich)
+            self.console.print(line, markup=False, highlight=False, soft_wrap=True)
         return line
 
     def close(self) -> None:
@@ -116,7 +117,8 @@ class DownloadProgress:
         if done >= total or self._shown < 0 or done - self._shown >= self.step:
             self._shown = done
             self.console.print(f"{phase}: {done / 1e6:,.0f} of {total / 1e6:,.0f} MB "
-                               f"({100 * done / max(1, total):.0f}%)", markup=False, highlight=False)
+                               f"({100 * done / max(1, total):.0f}%)", markup=False, highlight=False,
+                               soft_wrap=True)
 
     def close(self) -> None:
         if self._progress is not None:

@@ -339,6 +339,20 @@ def check_data_dir(path: Path) -> None:
                             "(an agent keeps its key and event log there)") from None
 
 
+def check_temp_dir() -> Path:
+    """The directory a short-lived tool (submit, observe --once, publish) keeps its temporary
+    key and log in, or SettingsError: the tool joins the swarm as a peer of its own there, so
+    where no temporary directory is writable (a read-only container, a bad TMPDIR with /tmp
+    read-only) it says so in one line before joining, not in a traceback."""
+    import tempfile
+
+    try:
+        return Path(tempfile.gettempdir())  # the first of TMPDIR, /tmp, ... a file can be written in
+    except OSError as exc:
+        raise SettingsError(f"TMPDIR: no writable temporary directory for this tool's key and log "
+                            f"({exc.strerror or exc}); set TMPDIR to a writable one") from None
+
+
 def load_settings(**overrides: object) -> Settings:
     try:
         return Settings(**overrides)  # type: ignore[arg-type]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -32,6 +33,9 @@ from collections import Counter
 SLOWER = ("Give the plan more time: run the scripted LLM at 10 s per answer "
           "(make down; make up SWARM_LLM=scripted SWARM_SCRIPTED_LATENCY=10), then make chaos again")
 ONE_SHOT_ENV = {"SWARM_LISTEN_PORT": "0", "SWARM_METRICS_PORT": "0", "SWARM_WEB_PORT": "0"}
+# warnings only, readable (mk/cluster.mk's READABLE): a failed submit or observe is then its
+# error line, not the last 2,000 characters of the compose environment's JSON info lines
+READABLE_ENV = {"SWARM_LOG_FORMAT": "console", "SWARM_LOG_LEVEL": "warning"}
 
 
 def compose_cmd(compose: str | list[str], *args: str) -> list[str]:
@@ -42,16 +46,21 @@ def compose_cmd(compose: str | list[str], *args: str) -> list[str]:
 def exec_agent(compose, service: str, agent_args: list[str], data_dir: str,
                timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     flags: list[str] = []
-    for k, v in {**ONE_SHOT_ENV, "SWARM_DATA_DIR": data_dir, **(env or {})}.items():
+    for k, v in {**ONE_SHOT_ENV, **READABLE_ENV, "SWARM_DATA_DIR": data_dir, **(env or {})}.items():
         flags += ["-e", f"{k}={v}"]
     cmd = compose_cmd(compose, "exec", "-T", *flags, service, "python", "-m", "agent", *agent_args)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
-def submit(compose, goal: str, service: str = "observer") -> None:
+def submit(compose, goal: str, service: str = "observer") -> str:
+    """Submit ``goal``; its id (what `submit` prints last on stdout)."""
     r = exec_agent(compose, service, ["submit", goal], "/tmp/submit")
     if r.returncode != 0:
         raise RuntimeError(f"submit failed ({r.returncode}): {r.stderr.strip()[-2000:]}")
+    ids = [ln.strip() for ln in r.stdout.splitlines() if re.fullmatch(r"[0-9a-f]{64}", ln.strip())]
+    if not ids:
+        raise RuntimeError(f"submit printed no goal id: {r.stdout.strip()[-500:]}")
+    return ids[-1]
 
 
 def observe(compose, service: str = "observer", timeout: float = 120) -> dict:
@@ -64,9 +73,13 @@ def observe(compose, service: str = "observer", timeout: float = 120) -> dict:
     return json.loads(out[out.index("{"):])
 
 
-def find_goal(tree: dict, goal: str) -> dict | None:
-    """The root node for `goal` (by title; else the last goal), or None."""
+def find_goal(tree: dict, goal: str, goal_id: str | None = None) -> dict | None:
+    """The root node of the goal with id `goal_id`; without an id, the first titled `goal`
+    (else the last goal); or None. A swarm may hold several goals of one title (`make submit`
+    and `make chaos` both default to the Japan trip): chaos follows the one it submitted."""
     goals = tree.get("goals") or ([tree["root"]] if tree.get("root") else [])
+    if goal_id is not None:
+        return next((g for g in goals if g.get("id") == goal_id), None)
     for g in goals:
         if g.get("title") == goal:
             return g
@@ -123,7 +136,8 @@ def main() -> int:
         print(f"[{time.monotonic() - t0:7.1f}s] {msg}", flush=True)
 
     say(f"submitting: {a.goal!r}")
-    submit(a.compose, a.goal)
+    goal_id = submit(a.compose, a.goal)
+    say(f"goal {goal_id[:12]} stored; following it")
     killed_at: float | None = None  # wall clock, seconds
     last = ""
     while time.monotonic() - t0 < a.timeout:
@@ -133,7 +147,7 @@ def main() -> int:
             say(f"observe: {exc}")
             time.sleep(a.poll)
             continue
-        node = find_goal(tree, a.goal)
+        node = find_goal(tree, a.goal, goal_id)
         line = "goal not seen yet" if node is None else summary(node)
         if line != last:
             say(f"{line}  digest={tree.get('digest', '?')[:12]}")
@@ -155,11 +169,13 @@ def main() -> int:
             say(f"{a.victim} killed")
         if node is not None and node.get("state") == "done":
             start = synthesis_start_ms(node)
+            # a root with no children was executed as one task (the electorate accepted no split)
+            work = "synthesis" if node.get("children") else "execution as one task (no split accepted)"
             if killed_at is None or start is None or start / 1000 < killed_at:
-                say(f"FAILED: the root's synthesis began before {a.victim} was killed: the plan was "
+                say(f"FAILED: the root's {work} began before {a.victim} was killed: the plan was "
                     "finished without it, nothing proven. " + SLOWER)
                 return 3
-            say(f"root done: its synthesis began {start / 1000 - killed_at:.1f}s after {a.victim} "
+            say(f"root done: its {work} began {start / 1000 - killed_at:.1f}s after {a.victim} "
                 f"was killed; digest {tree.get('digest')}")
             return 0
         time.sleep(a.poll)
@@ -168,4 +184,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # Ctrl-C: the cluster stays as it is; a line, not a traceback
+        print("interrupted: nothing proven; the cluster keeps running (make down stops it)", flush=True)
+        sys.exit(130)

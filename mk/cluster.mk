@@ -4,7 +4,7 @@
 #   make submit GOAL="Plan a two-week trip to Japan"    make chaos [GOAL=...]
 #   make logs [SERVICE=observer]   make observe   make ps   make kill SERVICE=decomposer-2
 #   make down   make down DOWN_FLAGS=-v (also deletes the volumes)   make image
-# `make up` remembers SCALE_SCORERS/SCALE_EXECUTORS in the env file (.env), so plain compose
+# `make up` remembers SCALE_SCORERS/SCALE_EXECUTORS (and LLM_MODEL) in the env file (.env), so plain compose
 # commands later (`docker compose up -d --force-recreate`) and the next `make up` keep them.
 #   make credentials (part of make up)   make revoke SLOT=scorer/scorer-3
 #     (membership per role: an authority key in .swarm/, a key and credential per service slot)
@@ -24,6 +24,8 @@ GOAL ?= Plan a two-week trip to Japan
 ENV_FILE ?= $(CLUSTER_ROOT)/.env
 # the scale last given to `make up` (in ENV_FILE), else 3 scorers and 2 executors
 env_value = $(shell sed -n 's/^[[:space:]]*$(1)[[:space:]]*=[[:space:]]*\([0-9][0-9]*\)[[:space:]]*$$/\1/p' $(ENV_FILE) 2>/dev/null | tail -1)
+# ... and a name (a model's: letters, digits, . _ : -)
+env_name = $(shell sed -n 's/^[[:space:]]*$(1)[[:space:]]*=[[:space:]]*\([A-Za-z0-9._:-][A-Za-z0-9._:-]*\)[[:space:]]*$$/\1/p' $(ENV_FILE) 2>/dev/null | tail -1)
 SCALE_SCORERS ?= $(or $(call env_value,SCALE_SCORERS),3)
 SCALE_EXECUTORS ?= $(or $(call env_value,SCALE_EXECUTORS),2)
 SERVICE ?=
@@ -52,7 +54,9 @@ IMAGE_BUILD_FLAGS ?=
 # the agents' LLM: ollama (default) or embedded (compose.llm.yml: one llama.cpp server from this
 # image with LLM_MODEL built in); a podman host without a registry has no Ollama image
 LLM ?= $(if $(filter 1,$(PODMAN_LOCAL)),embedded,ollama)
-LLM_MODEL ?= qwen2.5-1.5b
+# remembered in the env file like the scale: what a plain compose command builds and serves
+# (compose.llm.yml reads it there), so a later `make up` without it serves the same model
+LLM_MODEL ?= $(or $(call env_name,LLM_MODEL),qwen2.5-1.5b)
 export LLM_MODEL
 ifeq ($(LLM),embedded)
 COMPOSE_FILES += -f $(CLUSTER_ROOT)/compose.llm.yml
@@ -133,16 +137,17 @@ ps: cluster-check
 # the web page: mk/chaos.py's ONE_SHOT_ENV) and a data directory of its own, named like the
 # credential slot it takes (observer/submit, observer/observe: scripts/containers/credentials.sh)
 ONE_SHOT := -e SWARM_LISTEN_PORT=0 -e SWARM_METRICS_PORT=0 -e SWARM_WEB_PORT=0
+# what a person reads at a terminal: readable warnings only (the compose environment's JSON info
+# lines, about 20 per submit, would bury the goal's id and the live tree)
+READABLE := -e SWARM_LOG_FORMAT=console -e SWARM_LOG_LEVEL=warning
 
 submit: export GOAL := $(GOAL)
 submit: cluster-check
-	$(DC) exec -T $(ONE_SHOT) -e SWARM_DATA_DIR=/tmp/submit observer python -m agent submit "$$GOAL"
+	$(DC) exec -T $(ONE_SHOT) $(READABLE) -e SWARM_DATA_DIR=/tmp/submit observer python -m agent submit "$$GOAL"
 
-# the live tree in your terminal: a second, throw-away observer inside the observer container,
-# with readable warnings only (the compose environment's JSON info lines would bury the tree)
+# the live tree in your terminal: a second, throw-away observer inside the observer container
 observe: cluster-check
-	$(DC) exec $(ONE_SHOT) -e SWARM_DATA_DIR=/tmp/observe -e SWARM_LOG_FORMAT=console \
-	  -e SWARM_LOG_LEVEL=warning observer python -m agent observe
+	$(DC) exec $(ONE_SHOT) $(READABLE) -e SWARM_DATA_DIR=/tmp/observe observer python -m agent observe
 
 # `docker compose kill decomposer-2`, on either engine
 kill: cluster-check

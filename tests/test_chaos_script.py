@@ -34,33 +34,37 @@ if "kill" in args:
 if args[-1] == "true":
     sys.exit(1 if s.get("killed") == args[-2] else 0)
 if "submit" in args:
-    sys.exit(0)
+    print('{"event": "a log line"}'); print(s.get("goal_id", "c" * 64)); sys.exit(0)
 if "observe" in args:
+    s["observe_args"] = args
     trees = s["trees"]
     i = min(s.get("i", 0), len(trees) - 1)
     s["i"] = i + 1
     state.write_text(json.dumps(s))
-    root = dict(trees[i])
-    when = root.pop("synthesis", None)
-    if when is not None:
-        k = s.get("killed_at") or time.time()
-        root["claims"] = [{"id": "c", "author": "x", "start": int((k + (5 if when == "after-kill" else -5)) * 1000), "end": 0}]
-    print(json.dumps({"digest": "d" * 64, "goals": [root]}))
+    roots = [dict(r) for r in (trees[i] if isinstance(trees[i], list) else [trees[i]])]
+    for root in roots:
+        when = root.pop("synthesis", None)
+        if when is not None:
+            k = s.get("killed_at") or time.time()
+            root["claims"] = [{"id": "c", "author": "x", "start": int((k + (5 if when == "after-kill" else -5)) * 1000), "end": 0}]
+    print(json.dumps({"digest": "d" * 64, "goals": roots}))
     sys.exit(0)
 sys.exit(f"fake compose: unexpected {args}")
 '''
 
 
 def node(state: str, children: int = 0, **kw) -> dict:
-    return {"title": GOAL, "state": state, "claims": [],
+    return {"id": "c" * 64, "title": GOAL, "state": state, "claims": [],
             "children": [{"title": f"c{i}", "state": "open", "children": []} for i in range(children)], **kw}
 
 
-def run_chaos(tmp_path: Path, trees: list[dict]) -> subprocess.CompletedProcess:
+def run_chaos(tmp_path: Path, trees: list, goal_id: str = "c" * 64) -> subprocess.CompletedProcess:
+    """`make chaos` against the fake; `submit` answers ``goal_id``; each tree is a root node
+    or a list of them (the swarm's goals in order)."""
     fake = tmp_path / "fake_compose.py"
     fake.write_text(FAKE)
     state = tmp_path / "state.json"
-    state.write_text(json.dumps({"trees": trees}))
+    state.write_text(json.dumps({"trees": trees, "goal_id": goal_id}))
     compose = f"{sys.executable} {fake} {state}"
     return subprocess.run([sys.executable, str(ROOT / "mk" / "chaos.py"), "--compose", compose,
                            "--goal", GOAL, "--poll", "0.05", "--timeout", "20"],
@@ -80,6 +84,11 @@ def test_success_when_the_kill_came_mid_plan_and_the_root_was_done_after_it(tmp_
                              node("done", 3, synthesis="after-kill")])
     assert r.returncode == 0, r.stdout + r.stderr
     assert "killing decomposer-2" in r.stdout and "after decomposer-2 was killed" in r.stdout
+    # the one-shot observer inside the observer's container: none of its ports, readable warnings
+    args = json.loads((tmp_path / "state.json").read_text())["observe_args"]
+    for flag in ("SWARM_LISTEN_PORT=0", "SWARM_METRICS_PORT=0", "SWARM_WEB_PORT=0",
+                 "SWARM_LOG_FORMAT=console", "SWARM_LOG_LEVEL=warning"):
+        assert args[args.index(flag) - 1] == "-e", args
 
 
 def test_a_plan_done_before_the_kill_is_a_failure(tmp_path):
@@ -109,3 +118,67 @@ def test_a_kill_that_leaves_the_victim_running_is_a_failure(tmp_path):
                         f"{sys.executable} {fake} {state}", "--goal", GOAL, "--poll", "0.05",
                         "--timeout", "20"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 4 and "still running" in r.stdout, r.stdout + r.stderr
+
+
+def test_chaos_follows_the_goal_it_submitted_not_an_earlier_one_of_the_same_title(tmp_path):
+    """`make submit` (the Japan trip, done by now), then `make chaos` (the Japan trip again):
+    chaos follows its own goal, by the id its submit printed."""
+    earlier = {**node("done", 3, synthesis="before-kill"), "id": "e" * 64}
+    ours = "0" * 64
+    r = run_chaos(tmp_path, [[earlier, {**node("open"), "id": ours}],
+                             [earlier, {**node("split", 3), "id": ours}],
+                             [earlier, {**node("done", 3, synthesis="after-kill"), "id": ours}]],
+                  goal_id=ours)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"goal {ours[:12]} stored" in r.stdout and "killing decomposer-2" in r.stdout
+
+
+def test_a_submit_that_prints_no_goal_id_is_an_error(tmp_path):
+    fake = tmp_path / "fake_compose.py"
+    fake.write_text(FAKE.replace('print(s.get("goal_id", "c" * 64)); ', ""))
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"trees": [node("open")]}))
+    r = subprocess.run([sys.executable, str(ROOT / "mk" / "chaos.py"), "--compose",
+                        f"{sys.executable} {fake} {state}", "--goal", GOAL, "--poll", "0.05",
+                        "--timeout", "20"], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "submit printed no goal id" in r.stderr, r.stdout + r.stderr
+
+
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
+    import signal
+    import time
+
+    fake = tmp_path / "fake_compose.py"
+    fake.write_text(FAKE)
+    state = tmp_path / "state.json"
+    state.write_text(json.dumps({"trees": [node("open")]}))  # never in progress: it polls on
+    proc = subprocess.Popen([sys.executable, str(ROOT / "mk" / "chaos.py"), "--compose",
+                             f"{sys.executable} {fake} {state}", "--goal", GOAL, "--poll", "0.05",
+                             "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        def polls() -> int:  # trees served so far (the fake may be writing the file right now)
+            try:
+                return json.loads(state.read_text()).get("i", 0)
+            except ValueError:
+                return 0
+
+        while polls() < 1:  # it is polling the plan (the count stops at the last tree)
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130 and "Traceback" not in err, out + err
+    assert out.splitlines()[-1].startswith("interrupted: nothing proven"), out
+
+
+def test_a_root_executed_as_one_task_before_the_kill_is_named_so(tmp_path):
+    # seen on the podman cluster on smollm2-135m: the electorate accepted no split, the root was
+    # claimed as one task, chaos killed decomposer-2 while that ran: nothing proven
+    r = run_chaos(tmp_path, [node("open"), node("claimed"), node("done", synthesis="before-kill")])
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "root's execution as one task (no split accepted) began before decomposer-2" in r.stdout

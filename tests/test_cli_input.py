@@ -5,6 +5,7 @@ is ever started). Real processes, as a user types the commands; no mDNS (loopbac
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -20,13 +21,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def agent(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
-          cwd: Path | None = None) -> subprocess.CompletedProcess:
+          cwd: Path | None = None, wrap: list[str] | None = None) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith("SWARM_")}
     base.update({"PYTHONPATH": str(ROOT), "SWARM_MDNS": "false", "SWARM_LOG_LEVEL": "info",
                  "SWARM_LOG_FORMAT": "json", "COLUMNS": "100"})
     base.update(env or {})
-    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True, text=True,
-                          env=base, timeout=timeout, cwd=cwd)
+    return subprocess.run([*(wrap or []), sys.executable, "-m", "agent", *args], capture_output=True,
+                          text=True, env=base, timeout=timeout, cwd=cwd)
 
 
 def one_line_error(r: subprocess.CompletedProcess) -> str:
@@ -92,11 +93,51 @@ def read_only_dir(tmp_path):
 
 
 def test_a_read_only_data_dir_is_refused_before_joining(read_only_dir, tmp_path):
-    for data_dir in (read_only_dir, read_only_dir / "agent", read_only_dir / "{hostname}"):
-        r = agent("run", "--role", "observer", env={"SWARM_DATA_DIR": str(data_dir)}, cwd=tmp_path)
-        assert r.returncode == 2, (data_dir, r.stderr[-2000:])
+    for cmd in (["run", "--role", "observer"], ["observe"]):  # agents: their key and log go there
+        for data_dir in (read_only_dir, read_only_dir / "agent", read_only_dir / "{hostname}"):
+            r = agent(*cmd, env={"SWARM_DATA_DIR": str(data_dir)}, cwd=tmp_path)
+            assert r.returncode == 2, (cmd, data_dir, r.stderr[-2000:])
+            line = one_line_error(r)
+            assert "SWARM_DATA_DIR" in line and ("not writable" in line or "cannot use" in line), line
+            assert "net.started" not in r.stderr
+
+
+TOOLS = (["submit", "Plan a trip", "--timeout", "2"], ["observe", "--once", "--timeout", "2"])
+
+
+def test_the_short_lived_tools_write_nothing_to_the_data_dir(read_only_dir, tmp_path):
+    """submit and observe --once keep their key and log in a temporary directory, not in
+    SWARM_DATA_DIR (only its name picks a credential slot): a read-only one is not in their way.
+    A placeholder there must still take a directory (the slot's lock): refused in one line."""
+    for cmd in TOOLS:
+        r = agent(*cmd, env={"SWARM_DATA_DIR": str(read_only_dir), "SWARM_PEERS": ""}, cwd=tmp_path)
+        assert r.returncode == 1 and "no peer connected within 2s: none found" in one_line_error(r), \
+            (cmd, r.stderr[-2000:])
+        assert "net.started" in r.stderr  # it joined (as a peer of its own), then found nobody
+        r = agent(*cmd, env={"SWARM_DATA_DIR": str(read_only_dir / "{slot}")}, cwd=tmp_path)
+        assert r.returncode == 2, (cmd, r.stderr[-2000:])
         line = one_line_error(r)
-        assert "SWARM_DATA_DIR" in line and ("not writable" in line or "cannot use" in line), line
+        assert "SWARM_DATA_DIR" in line and "cannot use" in line, line
+        assert "net.started" not in r.stderr
+    assert list(read_only_dir.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="needs root and unshare: /tmp read-only in a mount namespace of its own")
+def test_no_writable_temporary_directory_is_refused_before_joining(tmp_path):
+    """A read-only container: TMPDIR, /tmp, /var/tmp and the working directory all read-only
+    (in a mount namespace of the test's own, the machine's /tmp untouched)."""
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    for cmd in TOOLS:
+        script = ("set -e; mount --make-rprivate /; "
+                  + "".join(f"mount --bind -o ro {d} {d}; " for d in ("/tmp", "/var/tmp", ro))
+                  + 'exec "$@"')
+        r = agent(*cmd, env={"TMPDIR": str(ro), "SWARM_PEERS": ""}, cwd=ro,
+                  wrap=["unshare", "-m", "sh", "-c", script, "sh"])
+        assert r.returncode == 2, (cmd, r.stderr[-2000:])
+        line = one_line_error(r)
+        assert "TMPDIR: no writable temporary directory" in line and "/tmp" in line, line
         assert "net.started" not in r.stderr
 
 
@@ -190,6 +231,27 @@ def test_a_mistyped_command_line_gets_one_line_and_exit_2(case, tmp_path):
     assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
     line = one_line_error(r)
     assert message in line and "--help' )" not in line and "--help')" in line, line
+
+
+BAD_VALUES = {  # argv -> (the whole message, on its one line; exit code)
+    "fault kinds": (["simulate", "--faults", "bogus,[red]x[/red]"],
+                    "unknown fault kinds ['[red]x[/red]', 'bogus']; known: delay, loss, dup, partition, "
+                    "crash, pause, skew, llm, byzantine", 2),
+    "seeds": (["simulate", "--seeds", "9..x"], "bad --seeds: invalid literal for int()", 2),
+    "replay": (["replay", "missing.jsonl"], "cannot read missing.jsonl: No such file or directory", 2),
+    "keygen": (["keygen", "--authority", "--identity"], "--authority or --identity, not both", 2),
+    "publish": (["publish", "/dev/null"], "no events to publish", 2),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_VALUES), ids=list(BAD_VALUES))
+def test_every_tools_bad_value_is_one_whole_line(case, tmp_path):
+    """The other commands' refusals go through the same one line as the goal's: never wrapped
+    at the terminal's width, a value's brackets printed as typed (not read as markup)."""
+    argv, message, code = BAD_VALUES[case]
+    r = agent(*argv, cwd=tmp_path, env={"COLUMNS": "60"})
+    assert r.returncode == code, (r.returncode, r.stderr[-2000:])
+    assert message in one_line_error(r) and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
 def test_help_and_no_arguments_still_show_the_help(tmp_path):

@@ -278,7 +278,11 @@ def test_serve_llm_prints_its_url_serves_and_stops_on_sigterm(tmp_path):
     finally:
         code = srv.stop()
     assert code == 0 and not key_file.exists()
-    assert "SIGTERM: stopping" in (tmp_path / "server.log").read_text()
+    log = (tmp_path / "server.log").read_text()
+    assert "SIGTERM: stopping" in log
+    # the line to put in front of an agent's command: whole, however long (never wrapped)
+    assert (f"agents on this host: SWARM_LLM=openai SWARM_OPENAI_BASE_URL={srv.base_url} "
+            f"SWARM_OPENAI_API_KEY_FILE={key_file}") in log.splitlines(), log[-2000:]
 
 
 def test_serve_llm_with_a_missing_model_exits_with_one_line(tmp_path):

@@ -39,13 +39,36 @@ def test_make_up_remembers_the_scale_for_later_compose_commands(tmp_path):
     assert 'SCALE_SCORERS=3 SCALE_EXECUTORS=2' in dry("up", "SCALE_SCORERS=3", env_file=env_file)
 
 
+def test_make_up_remembers_the_embedded_model(tmp_path):
+    """`make up LLM=embedded LLM_MODEL=smollm2-135m` writes the model into the env file, where a
+    plain compose command reads it; a later `make up` (e.g. the README's `make up SWARM_LLM=scripted
+    SWARM_SCRIPTED_LATENCY=10` for make chaos) builds and serves that model, not the default."""
+    env_file = tmp_path / "cluster.env"
+    out = dry("up", "LLM=embedded", "LLM_MODEL=smollm2-135m", env_file=env_file)
+    assert f'env-set.sh "{env_file}" SCALE_SCORERS=3 SCALE_EXECUTORS=2 LLM_MODEL=smollm2-135m' in out, out
+    env_file.write_text("SWARM_KEY=" + "a" * 64 + "\nLLM_MODEL=smollm2-135m\n")
+    again = dry("up", "LLM=embedded", "SWARM_LLM=scripted", env_file=env_file)
+    assert "LLM_MODEL=smollm2-135m" in again and "model=smollm2-135m" in again, again
+    assert "qwen2.5-1.5b" not in again, again
+    assert "model=qwen2.5-0.5b" in dry("up", "LLM=embedded", "LLM_MODEL=qwen2.5-0.5b", env_file=env_file)
+    # the image is built with the same model (`make image`, which `make up` runs first)
+    r = subprocess.run(["make", "--no-print-directory", "-n", "-C", str(ROOT), "COMPOSE=compose",
+                        "ENGINE=engine", "PODMAN_LOCAL=", f"ENV_FILE={env_file}", "image", "LLM=embedded"],
+                       capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"})
+    assert "--build-arg LLM_MODELS=smollm2-135m" in r.stdout, r.stdout + r.stderr
+    env_file.write_text("LLM_MODEL=$(rm -rf x)\n")  # not a model's name: the default
+    assert "model=qwen2.5-1.5b" in dry("up", "LLM=embedded", env_file=env_file)
+
+
 def test_make_observe_takes_no_port_of_the_observer_and_shows_readable_logs(tmp_path):
     out = dry("observe", env_file=tmp_path / "e")
     for flag in ("SWARM_LISTEN_PORT=0", "SWARM_METRICS_PORT=0", "SWARM_WEB_PORT=0",
                  "SWARM_LOG_FORMAT=console", "SWARM_LOG_LEVEL=warning"):
         assert f"-e {flag}" in out, out
     assert "exec -T" not in out  # a terminal in the container: the live tree
-    assert "-e SWARM_WEB_PORT=0" in dry("submit", env_file=tmp_path / "e")
+    sub = dry("submit", env_file=tmp_path / "e")
+    for flag in ("SWARM_WEB_PORT=0", "SWARM_LOG_FORMAT=console", "SWARM_LOG_LEVEL=warning"):
+        assert f"-e {flag}" in sub, sub  # the goal's id, not buried in JSON log lines
 
 
 def test_make_kill_and_down_with_volumes(tmp_path):

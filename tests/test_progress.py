@@ -34,6 +34,18 @@ def test_plain_lines_off_a_terminal_with_counts_elapsed_and_estimate():
     assert "~20s left (estimate" in lines[1]
 
 
+def test_a_plain_line_stays_one_line_on_a_narrow_console():
+    """Off a terminal rich takes 80 columns (a pipe, a log file): a change is still one line."""
+    buf = io.StringIO()
+    p = PlanProgress(Console(file=buf, width=40), live=False)
+    p.t0 -= 20
+    line = p.update({"split": 2, "ready": 3, "claimed": 2, "done": 4})
+    assert len(line) > 40 and buf.getvalue() == line + "\n"
+    d = DownloadProgress(Console(file=buf, width=20), live=False)
+    d("downloading qwen2.5-1.5b", 1000, 1000)
+    assert buf.getvalue().splitlines()[-1] == "downloading qwen2.5-1.5b: 0 of 0 MB (100%)"
+
+
 def test_a_live_bar_on_a_terminal():
     buf = io.StringIO()
     console = Console(file=buf, width=160, force_terminal=True, color_system=None)
