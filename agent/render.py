@@ -115,6 +115,9 @@ def markdown_from_json(root: Mapping[str, Any]) -> str:
         lines += [_text(root.get("result")), ""]
     elif children:
         lines += ["## The plan", "", "_(the answer is written once every step is done)_", ""]
+    costs = plan_costs(root)
+    if costs:
+        lines += ["## Costs", "", md_block("\n".join(costs)), ""]
 
     def add(n: Mapping[str, Any], number: str, depth: int) -> None:
         hashes = "#" * min(6, depth + 1)
@@ -133,6 +136,33 @@ def markdown_from_json(root: Mapping[str, Any]) -> str:
     for i, c in enumerate(children, 1):
         add(c, f"{i}.", 2)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def leaf_results(root: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(title, result) of a plan's leaves, in order."""
+    out: list[tuple[str, str]] = []
+
+    def walk(n: Mapping[str, Any]) -> None:
+        kids = n.get("children") or ()
+        if not kids:
+            r = n.get("result")
+            out.append((str(n.get("title", "")), str((r.get("output") if isinstance(r, Mapping) else r) or "")))
+        for c in kids:
+            walk(c)
+
+    for c in root.get("children") or ():
+        walk(c)
+    return out
+
+
+def plan_costs(root: Mapping[str, Any]) -> list[str]:
+    """The plan's costs added up from its done steps, against the brief's budget
+    (agent.core.facts.cost_lines); empty while no step is priced."""
+    from agent.core import facts as fx
+
+    brief = root.get("brief") or {}
+    facts = fx.brief_facts(brief, f"{root.get('title', '')} {root.get('description', '')}")
+    return fx.cost_lines(leaf_results(root), facts)
 
 
 def markdown_plan(tree: Tree, goal_id: str | None = None) -> str:

@@ -399,3 +399,29 @@ def test_executor_does_not_judge_its_claim_before_its_stamp_when_its_clock_steps
     out = x.poll(derive(fold(evs), T0 + 20), T0 + 20)
     (r,) = pubs(out, Result)
     assert r.claim == mine.id and Count(Metric.WORK_DROPPED) not in out and x.task is None
+
+
+def test_an_executor_past_its_lease_budget_does_not_claim_a_task_another_yielding_claim_holds():
+    # both executors have held the task for max_lease_ms in all (LLM calls slower than the
+    # budget on an overloaded machine): E2's claim yields, so the task reads ready, but a claim
+    # of mine would yield too and lose to E2's earlier one: claim, lose, release, without end
+    g = goal(U, max_depth=0, max_lease_ms=2000)
+    mine0 = claim(ME, g.id, 10, lease_ms=2000)  # held 2 s: my budget on it is spent
+    first = claim(E2, g.id, 2100, lease_ms=1000)  # E2 held it 1 s, then claimed again:
+    theirs = claim(E2, g.id, 3200, lease_ms=2000)  # yields from 4200 on, lasts to 5200
+    evs = [g, hello(E2, "executor", wall=1), mine0, first, theirs]
+    t = derive(fold(evs), T0 + 4500)
+    assert t.node(g.id).state.value == "ready" and t.node(g.id).holder.id == theirs.id
+    x = Executor(ME.peer_id, TM, seed=1)
+    out = started(x, evs, T0 + 4500)
+    out += x.poll(derive(fold(evs), T0 + 5100), T0 + 5100)
+    assert not pubs(out, Claim)
+    # once that lease has ended, the task is mine to take (a lone executor may still retry)
+    out = x.poll(derive(fold(evs), T0 + 5300), T0 + 5300)
+    out += x.poll(derive(fold(evs), T0 + 9000), T0 + 9000)
+    assert pubs(out, Claim)
+    # an executor with budget left claims it from a yielding holder at once
+    y = Executor(ident("e3").peer_id, TM, seed=2)
+    out = started(y, evs + [hello(ident("e3"), "executor", wall=1)], T0 + 4500)
+    out += y.poll(derive(fold(evs), T0 + 5100), T0 + 5100)
+    assert pubs(out, Claim)

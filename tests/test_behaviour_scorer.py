@@ -61,7 +61,9 @@ class Run:
 def setup(props=1, decomposers=3):
     g = goal(U, scorers=3)
     hellos = [hello(d, "decomposer") for d in D[:decomposers]]
-    ps = [proposal(D[i], g.id, [f"Place {i}a", f"Place {i}b", f"Place {i}c"], wall=1000 + i) for i in range(props)]
+    # splits that take up the scripted criteria's essential work (the goal's topic, Japan)
+    ps = [proposal(D[i], g.id, [f"Place {i}a in Japan", f"Place {i}b", f"Place {i}c"], wall=1000 + i)
+          for i in range(props)]
     return g, hellos, ps
 
 
@@ -69,15 +71,17 @@ def test_round_one_waits_for_every_known_decomposer_or_a_scaled_window():
     g, hellos, ps = setup(props=1)
     r = Run([g] + hellos)
     r.step(T0 + 10)  # node seen at +10 (after the startup sync)
+    # my criteria for the node's splits do not depend on them: asked at once
+    assert [a.request.kind for a in r.asks] == ["rank"] and "splits" not in r.asks[0].request.context
     r.evs.append(ps[0])
     out = r.step(T0 + 5010)  # the first split took ~5 s: wait about 2 x 5 s more
     assert not r.votes()
-    # splits are judged side by side: the ranking waits for the competition too
-    assert not any(isinstance(e, Publish) and isinstance(e.body, Score) for e in out) and not r.asks
+    # splits are judged side by side: the scores wait for the competition too
+    assert not any(isinstance(e, Publish) and isinstance(e.body, Score) for e in out)
     waits = [e.at_ms for e in out if isinstance(e, WakeAt)]
     assert waits and min(waits) == T0 + 5010 + 10_000
     r.step(T0 + 14_000)
-    assert not r.votes() and not r.asks
+    assert not r.votes() and len(r.asks) == 1
     out = r.step(T0 + 15_010)
     assert [a.request.kind for a in r.asks] == ["rank"]
     assert any(isinstance(e, Publish) and isinstance(e.body, Score) and e.body.rank == 1 for e in out)
@@ -94,8 +98,8 @@ def test_round_one_starts_at_once_when_every_known_decomposer_proposed():
     (v,) = r.votes()
     assert v.round == 1 and v.value in {p.id for p in ps}
     assert [e.value for e in out if isinstance(e, Observe)] == [3]  # judged side by side
-    (rank,) = r.asks  # one ranking of all three splits, not three ratings
-    assert rank.request.kind == "rank" and len(rank.request.context["splits"]) == 3
+    (rank,) = r.asks  # one yardstick for all three splits, not three ratings
+    assert rank.request.kind == "rank"
     scores = [b for b in r.published if isinstance(b, Score)]
     assert sorted(s.rank for s in scores) == [1, 2, 3] and {s.proposal for s in scores} == {p.id for p in ps}
 
@@ -190,9 +194,9 @@ def test_scoring_stops_when_the_node_is_decided():
     g, hellos, ps = setup(props=2)
     r = Run([g] + hellos + ps)
     r.step(T0 + 2000, answer_llm=False)
-    assert not r.asks  # 2 of 3 decomposers: the ranking waits the competition window
+    assert len(r.asks) == 1 and r.asks[0].request.kind == "rank"  # the criteria, asked at once
     r.step(T0 + 3100, answer_llm=False)
-    assert len(r.asks) == 1 and r.asks[0].request.kind == "rank"
+    assert len(r.asks) == 1 and not r.votes()
     r.evs += [precommit(S[1], g.id, ps[0].id, 1, 3150), precommit(S[2], g.id, ps[0].id, 1, 3150)]
     out = r.step(T0 + 3200, answer_llm=False)
     (cancel,) = [e for e in out if isinstance(e, Cancel)]
@@ -260,3 +264,23 @@ def test_startup_sync_barrier():
     assert not any(isinstance(e, (Ask, Publish)) for e in sc.poll(t, T0 + 5500))
     out = sc.poll(t, T0 + 6100)  # nobody answered: go on, and say so
     assert any(isinstance(e, Ask) for e in out)
+
+
+def test_a_split_missing_the_essential_work_is_sent_back_then_the_best_there_is_is_voted():
+    # the electors' criteria (scripted: the goal's topic, Japan, and one facet) are not taken
+    # up by a split that never names its topic: round 1 prevotes NIL (refine it); once the
+    # regular rounds ran out, the best usable split rather than the goal done as one step
+    g, hellos, _ = setup(props=0, decomposers=1)
+    thin = proposal(D[0], g.id, ["Pack the bags", "Sort the documents", "Check the weather"], wall=1000)
+    r = Run([g] + hellos[:1] + [thin])
+    r.step(T0 + 1100)
+    (pv,) = r.votes()
+    assert (pv.round, pv.value) == (1, NIL)
+    (sc,) = [b for b in r.published if isinstance(b, Score)]
+    assert not sc.acceptable and "missing:" in sc.feedback and sc.missing
+    last = g.body.params.max_rounds
+    r2 = Run([g] + hellos[:1] + [thin] + [prevote(s, g.id, NIL, last, 1500) for s in S[1:]])
+    r2.step(T0 + 1600)
+    assert not r2.votes()  # round 2 waits for a refinement first
+    r2.step(T0 + 1600 + TM.proposal_window_max_ms)
+    assert [v.value for v in r2.votes() if v.phase == "prevote" and v.round == last] == [thin.id]

@@ -73,14 +73,13 @@ async def test_a_cancel_stops_the_request_in_the_ollama_backend():
     """What the driver does with a Cancel effect (cancel the call's scope) reaches the server:
     the request leaves its slot while generating (the fake server sees the client go)."""
     from agent.llm.ollama_backend import OllamaLLM
-    from agent.llm.prompts import Frame, rank_request
+    from agent.llm.prompts import Frame, criteria_request
     from support.fake_ollama import FakeOllama, QueueModel
 
     q = QueueModel(parallel=1, token_seconds=0.05, tokens=200)  # 10 s per answer
     with FakeOllama(models=["m"], queue=q) as fake:
         llm = OllamaLLM(fake.url, "m", timeout=60, retries=0)
-        req = rank_request(Frame("g"), path=[], title="t", description="",
-                           splits=[[{"title": "a", "description": "b"}]], scorer="x", seed=1)
+        req = criteria_request(Frame("g"), path=[], title="t", description="", scorer="x", seed=1)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(llm.generate, req)
             await trio.to_thread.run_sync(q.wait_for, lambda s: s["active"] == 1)

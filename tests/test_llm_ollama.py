@@ -21,7 +21,7 @@ from agent.llm.prompts import (
     decompose_request,
     execute_request,
     parse_decomposition,
-    rank_request,
+    criteria_request,
     review_request,
     synthesis_request,
 )
@@ -91,8 +91,7 @@ async def test_each_kind_succeeds_with_the_schema_sent_as_format(fake):
     assert sent["messages"][1]["content"] == req.prompt
 
     # no canned reply: the fake answers with a minimal instance of the schema
-    rreq = rank_request(Frame(GOAL), path=[], title=GOAL, description="",
-                        splits=[GOOD_SPLIT["steps"], GOOD_SPLIT["steps"][:2]], scorer="me")
+    rreq = criteria_request(Frame(GOAL), path=[], title=GOAL, description="", scorer="me")
     assert answer_errors(await llm.generate(rreq), rreq.answer) == []
     ereq = execute_request(Frame(GOAL), path=[GOAL], title="Tokyo", description="")
     assert answer_errors(await llm.generate(ereq), ereq.answer) == []
@@ -262,7 +261,7 @@ async def test_the_fake_speaks_the_official_client(fake):
 def test_minimal_instance_is_valid_for_every_schema():
     f = Frame(GOAL, "2027-01-01", {"currency": "EUR"})
     for req in (decompose(), execute_request(f, path=[], title="t", description=""),
-                rank_request(f, path=[], title=GOAL, description="", splits=[[{"title": "a"}]] * 3, scorer="s"),
+                criteria_request(f, path=[], title=GOAL, description="", scorer="s"),
                 brief_request(f), review_request(f, path=[], title="t", description="", result="r"),
                 synthesis_request(f, path=[], title=GOAL, description="", children=[("a", "b"), ("c", "d")])):
         assert answer_errors(minimal_instance(req.schema), req.answer) == []

@@ -22,7 +22,7 @@ def every_request():
     return [
         P.brief_request(P.Frame(GOAL, "2027-01-10")),
         P.decompose_request(F, path=[], title=GOAL, description="", strategy="outline", max_children=6),
-        P.rank_request(F, path=[], title=GOAL, description="", splits=[SPLIT, SPLIT[:1] * 2], scorer="s"),
+        P.criteria_request(F, path=[], title=GOAL, description="", scorer="s"),
         P.atomic_request(F, path=[GOAL], title="Buy a 7-day rail pass", description=""),
         P.execute_request(F, path=[GOAL], title="Buy a 7-day rail pass", description="",
                           parent_split=[s["title"] for s in SPLIT], position=2),
@@ -85,25 +85,24 @@ def test_a_refinement_shows_the_previous_split_and_what_is_missing():
     assert "lodging for 13 nights" in req.prompt
 
 
-def test_the_ranking_is_one_choice_checked_against_its_own_reasons():
-    ok = {"plans": [{"plan": "A", "missing": "", "chores": 0}, {"plan": "B", "missing": "hotels", "chores": 2}],
-          "best": "A"}
-    r = P.parse_rank(ok, 2)
-    assert r.best == 0 and r.missing == ("", "hotels") and r.chores == (0, 2)
-    # best misses work while another misses nothing: refused
-    with pytest.raises(LLMBadOutput, match="misses"):
-        P.parse_rank({**ok, "best": "B"}, 2)
-    # equally complete, but the chosen one has more planning chores: refused
-    both = {"plans": [{"plan": "A", "missing": "", "chores": 3}, {"plan": "B", "missing": "", "chores": 0}],
-            "best": "A"}
-    with pytest.raises(LLMBadOutput, match="chores"):
-        P.parse_rank(both, 2)
-    # "none", "nothing" or a split's own letter in `missing` mean nothing is missing
-    vague = {"plans": [{"plan": "A", "missing": "None.", "chores": 0}, {"plan": "B", "missing": "A", "chores": 0}],
-             "best": "B"}
-    assert P.parse_rank(vague, 2).missing == ("", "")
-    with pytest.raises(LLMBadOutput, match="twice"):
-        P.parse_rank({"plans": [{"plan": "A", "missing": "", "chores": 0}] * 2, "best": "A"}, 2)
+def test_the_criteria_are_the_essential_work_asked_apart_from_the_splits():
+    req = P.criteria_request(F, path=[], title=GOAL, description="", scorer="s")
+    assert req.kind == "rank" and "essential" in req.prompt and "Book flights" not in req.prompt
+    got = P.parse_criteria({"essential": ["/book/japan/flights", "1. Buy a 7-day rail pass", "Research hotels",
+                                          "Book a ryokan in Kyoto", "book a ryokan in kyoto"]})
+    # paths read as words, list debris and repeats gone, planning chores dropped
+    assert got == ("book japan flights", "Buy a 7-day rail pass", "Book a ryokan in Kyoto")
+    with pytest.raises(LLMBadOutput, match="at least 3"):
+        P.parse_criteria({"essential": ["Research options", "Decide the dates", "Plan the route", "Book hotels"]})
+
+
+def test_an_outline_refinement_carries_the_earlier_sections_and_what_is_missing():
+    req = P.outline_request(F, path=[], title=GOAL, description="", max_children=6, strategy="by place",
+                            previous=SPLIT, feedback=["missing: Buy travel insurance"])
+    assert req.free_text and "one section per place" in req.prompt
+    assert "Book flights Berlin to Tokyo" in req.prompt and "Buy travel insurance" in req.prompt
+    plain = P.outline_request(F, path=[], title=GOAL, description="", max_children=6)
+    assert "Cut it into" not in plain.prompt and "earlier draft" not in plain.prompt
 
 
 def test_execution_carries_the_brief_the_steps_it_follows_and_the_reviewers_feedback():
@@ -143,17 +142,29 @@ def test_a_review_counts_only_problems_it_quotes_and_may_not_contradict_itself()
     assert P.parse_review({"problems": [], "accept": True}, result) == (True, [])
 
 
-def test_the_synthesis_has_one_line_per_child_in_order():
+def test_the_synthesis_is_a_summary_and_the_steps_under_it_are_each_childs_key_content():
     req = P.synthesis_request(F, path=[], title=GOAL, description="",
                               children=[("Book flights", "- Fly on 1 April."), ("Book hotels", "- Stay.")])
-    items = req.schema["properties"]["steps"]
-    assert items["minItems"] == items["maxItems"] == 2
+    assert set(req.schema["properties"]) == {"summary"}  # the model writes the summary only
     assert "- Fly on 1 April." in req.prompt  # every child's result in full
-    text = P.parse_synthesis({"summary": "Two weeks in Japan from 1 April", "steps": ["fly LH716", "stay in Shinjuku"]},
-                             ["Book flights", "Book hotels"])
-    assert text.splitlines()[2:] == ["1. Book flights: Fly LH716.", "2. Book hotels: Stay in Shinjuku."]
+    text = P.parse_synthesis({"summary": "Two weeks in Japan from 1 April"},
+                             ["Book flights", "Book hotels"], ["Fly LH716 (1,400 EUR in all; 2027-04-01).", ""])
+    assert text.splitlines()[2:] == ["1. Book flights: Fly LH716 (1,400 EUR in all; 2027-04-01).", "2. Book hotels."]
+    assert P.synthesis_summary(text) == "Two weeks in Japan from 1 April"
     with pytest.raises(LLMBadOutput):
-        P.parse_synthesis({"summary": "x" * 30, "steps": ["only one"]}, ["a", "b"])
+        P.parse_synthesis({"summary": "short"}, ["a", "b"])
+
+
+def test_a_steps_key_content_is_written_by_code_from_its_result():
+    from agent.core import facts as fx
+
+    f = fx.brief_facts({"budget": "5000 EUR", "currency": "EUR", "dates": "2027-04-01 to 2027-04-14"}, GOAL)
+    result = ("- Book a ryokan in Gion for three nights (450 EUR; 2027-04-06).\n"
+              "- Take the Kintetsu line to Nara (20 EUR; 2027-04-08).\n- Walk the Philosopher's Path.")
+    assert fx.key_line(result, f) == ("Book a ryokan in Gion for three nights; take the Kintetsu line to Nara "
+                                      "(470 EUR in all; 2027-04-06 to 2027-04-08).")
+    # a step that is itself a synthesis: its summary's first sentence
+    assert fx.key_line("Kyoto for four days. Then Nara.\n\n1. Gion: ...", f) == "Kyoto for four days."
 
 
 def test_outline_always_fits_and_comes_first():
@@ -189,54 +200,14 @@ def test_an_action_that_already_names_its_cost_and_date_does_not_get_them_twice(
                                  "- Order the worktop (1000 EUR) (2026-12-10)."]
 
 
-def test_a_synthesis_step_that_repeats_its_number_and_title_loses_them():
-    from agent.llm.prompts import parse_synthesis
-
-    text = parse_synthesis({"summary": "The kitchen is measured first, then the units are ordered.",
-                            "steps": ["1. Measure the kitchen: 2.4 by 3.3 m, drawn on paper",
-                                      "Order the units from IKEA for 3,000 EUR"]},
-                           ["Measure the kitchen", "Order the units"])
-    assert text.splitlines()[2:] == ["1. Measure the kitchen: 2.4 by 3.3 m, drawn on paper.",
-                                     "2. Order the units: Order the units from IKEA for 3,000 EUR."]
-
-
-def test_a_synthesis_step_cut_by_its_length_bound_ends_at_a_whole_sentence():
-    from agent.llm.prompts import parse_synthesis
-
-    text = parse_synthesis({"summary": "Materials first, then the units.",
-                            "steps": ["Buy tiles from IKEA. Buy cabinets from Arg (3000 EUR; 2026",
-                                      "Order the units from IKEA (3000 EUR; 2026"]},
-                           ["Select materials", "Order the units"])
-    assert text.splitlines()[2:] == ["1. Select materials: Buy tiles from IKEA.",
-                                     "2. Order the units: Order the units from IKEA."]
-
-
-def test_a_synthesis_whose_lines_name_the_wrong_steps_gets_each_line_under_the_step_it_names():
-    # measured (qwen2.5-1.5b, Rome): the model skipped one child and ended with its summary
-    # again, so each line landed under its neighbour's title: "2. Book Accommodation: Plan
-    # Transportation: Plan a trip to Rome ..."
-    from agent.llm.prompts import parse_synthesis
-
-    titles = ["Research and Planning", "Book Accommodation", "Plan Transportation", "Wrap Up"]
-    text = parse_synthesis({"summary": "Three days in Rome for four on 1,500 EUR.",
-                            "steps": ["Research and Planning: Read the Colosseum's site and set the budget",
-                                      "Plan Transportation: Take the Leonardo Express from Fiumicino",
-                                      "Wrap Up: Return home on 3 October",
-                                      "The plan is to visit Rome for three days"]}, titles)
-    assert text.splitlines()[2:] == ["1. Research and Planning: Read the Colosseum's site and set the budget.",
-                                     "2. Book Accommodation.",
-                                     "3. Plan Transportation: Take the Leonardo Express from Fiumicino.",
-                                     "4. Wrap Up: Return home on 3 October."]
-
-
 def test_an_outline_step_that_repeats_its_label_keeps_it_once():
     subs = P.parse_outline("## Explore the City\n- Visit the Colosseum: Visit the Colosseum to see the arena.\n"
                            "- Pantheon: a Roman temple\n## Wrap Up\n- Return home: by train.", max_children=6)
     assert subs[0]["description"] == "Visit the Colosseum to see the arena.; Pantheon: a Roman temple"
     req = P.execute_request(P.Frame("Three days in Rome"), path=["Three days in Rome"], title="Explore the City",
                             description=subs[0]["description"])
-    assert "This step: Explore the City: Visit the Colosseum to see the arena." in req.prompt
-    assert "carry out what this step names" in req.prompt
+    assert "This step: Explore the City\nDraft of this step: Visit the Colosseum to see the arena." in req.prompt
+    assert "keep its real names" in req.prompt
 
 
 def test_an_action_cut_by_its_length_bound_keeps_its_whole_sentences():

@@ -9,7 +9,7 @@ import pytest
 from agent.behaviour import work
 from agent.core import text as tx
 from agent.core.scoring import (
-    check_split, chore_count, combine_ranked, cross_branch_feedback, result_problem, title_problem,
+    check_split, chore_count, combine_criteria, covers, cross_branch_feedback, words, result_problem, title_problem,
 )
 from agent.llm.base import LLMBadOutput
 
@@ -73,27 +73,56 @@ def test_overlap_across_branches_is_feedback_not_a_failure():
     assert any("another part of the plan" in n for n in c.notes)
     fb = cross_branch_feedback(["Day 1: arrival", "Eat at Dotonbori"], elsewhere)
     assert len(fb) == 1 and "Day 1: arrival" in fb[0]
-    v = combine_ranked(check_split("Osaka", ["Day 1: arrival", "Eat at Dotonbori"], elsewhere=elsewhere),
-                       chores=0, llm_best=False, llm_missing="", llm_chores=0)
-    clean = combine_ranked(check_split("Osaka", ["Osaka castle", "Eat at Dotonbori"], elsewhere=elsewhere),
-                           chores=0, llm_best=False, llm_missing="", llm_chores=0)
+    v = combine_criteria(check_split("Osaka", ["Day 1: arrival", "Eat at Dotonbori"], elsewhere=elsewhere),
+                         chores=0, essential=(), said=frozenset())
+    clean = combine_criteria(check_split("Osaka", ["Osaka castle", "Eat at Dotonbori"], elsewhere=elsewhere),
+                             chores=0, essential=(), said=frozenset())
     assert v.non_overlap < clean.non_overlap and "another part of the plan" in v.feedback
 
 
+KITCHEN_WORK = ("Install the plumbing and sink", "Fit new cabinets", "Wire the electrics",
+                "Tile the floor", "Fit the appliances")
+
+
+def _said(titles):
+    return frozenset().union(*(words(t) for t in titles))
+
+
 def test_a_split_that_names_the_work_beats_one_of_planning_chores():
-    work_titles = ["Install the kitchen plumbing", "Fit the cabinets and worktop", "Tile the floor"]
+    work_titles = ["Install the kitchen plumbing and the sink", "Fit the cabinets and worktop",
+                   "Tile the floor", "Connect the oven, the fridge and the other appliances"]
     chores = ["Identify and prioritize tasks", "Research the options", "Create a plan for the work"]
     assert chore_count(chores) == 3 and chore_count(work_titles) == 0
-    real = combine_ranked(check_split("Renovate a small kitchen", work_titles), chores=0,
-                          llm_best=False, llm_missing="", llm_chores=0)
-    generic = combine_ranked(check_split("Renovate a small kitchen", chores), chores=3,
-                             llm_best=True, llm_missing="", llm_chores=0)  # even if the LLM liked it
+    real = combine_criteria(check_split("Renovate a small kitchen", work_titles), chores=0,
+                            essential=KITCHEN_WORK, said=_said(work_titles))
+    generic = combine_criteria(check_split("Renovate a small kitchen", chores), chores=3,
+                               essential=KITCHEN_WORK, said=_said(chores))
     assert real.acceptable and not generic.acceptable and real.overall > generic.overall
     assert "planning chores" in generic.feedback
-    # work the ranking found missing costs coverage and goes into the feedback
-    missing = combine_ranked(check_split("Renovate a small kitchen", work_titles), chores=0,
-                             llm_best=False, llm_missing="the electrics", llm_chores=0)
-    assert missing.coverage < real.coverage and "missing: the electrics" in missing.feedback
+    # the essential work a split leaves out costs coverage and goes into the feedback
+    assert real.missing == "Wire the electrics" and "missing: Wire the electrics" in real.feedback
+    assert generic.coverage < real.coverage and generic.incomplete
+
+
+def test_coverage_reads_the_work_not_its_verb():
+    said = _said(["Stay three nights at a ryokan hotel in Kyoto", "Ride the Shinkansen to Osaka"])
+    assert covers("Book a hotel", said) and covers("Buy Shinkansen tickets", said)
+    assert not covers("Buy travel insurance", said) and not covers("Apply for a visa", said)
+
+
+def test_a_split_that_does_less_than_half_the_essential_work_is_not_acceptable_but_usable():
+    titles = ["Tile the floor", "Paint the walls"]
+    v = combine_criteria(check_split("Renovate a small kitchen", titles), chores=0,
+                         essential=KITCHEN_WORK, said=_said(titles))
+    assert v.incomplete and not v.acceptable and v.usable
+
+
+def test_facts_that_contradict_the_goal_cost_a_split_its_specificity():
+    titles = ["Fly to Tokyo", "See Kyoto's temples"]
+    ok = combine_criteria(check_split("Plan a trip to Japan", titles), chores=0, essential=(), said=_said(titles))
+    wrong = combine_criteria(check_split("Plan a trip to Japan", titles), chores=0, essential=(),
+                             said=_said(titles), wrong=["Paris (France)"])
+    assert wrong.specificity < ok.specificity and "Paris" in wrong.feedback
 
 
 @pytest.mark.parametrize("text,why", [

@@ -66,7 +66,8 @@ def test_the_decomposer_sees_the_parents_split_and_the_scorer_other_branches():
     assert '"Plan a two-week trip to Japan" was split into: 1. Tokyo; 2. Kyoto (this task); 3. Osaka' in req.prompt
     assert "Day 1: arrival" not in req.prompt  # far branches are not shown (models copy them)
     prop = fold_props(tree, kyoto)
-    sreq = work.rank_req(tree, kyoto, [prop], "me", 1)
+    del prop
+    sreq = work.rank_req(tree, kyoto, "me", 1)
     assert "Other parts of the plan (not this task's work):" in sreq.prompt and "Day 1: arrival" in sreq.prompt
     # a proposer's subgoal that repeats another branch is dropped
     answer = {"steps": [{"title": "Day 1: arrival", "description": "", "after": []},
@@ -115,13 +116,13 @@ def test_a_node_with_all_children_done_gets_a_synthesis_request():
     assert req.kind == "synthesize"
     assert [c[0] for c in req.context["children"]] == ["Day 1: arrival", "Visit Asakusa", "Shinjuku at night"]
     assert "1. Day 1: arrival:\nResult 0 is done." in req.prompt  # each child's result in full
-    good = {"summary": "The Tokyo part takes three days, from the first night in Asakusa to an evening in Shinjuku.",
-            "steps": ["Result 0: arrive at the hotel and rest.", "Result 1: walk to the temple in the morning.",
-                      "Result 2: end the day at a bar in the west of the city."]}
+    good = {"summary": "The Tokyo part takes three days, from the arrival and Asakusa to an evening in Shinjuku."}
     res = work.result_from(good, tree, tokyo, "c" * 64, synthesis=True)
     assert res.output.splitlines()[0].startswith("The Tokyo part takes three days")
-    assert res.output.splitlines()[2] == "1. Day 1: arrival: Result 0: arrive at the hotel and rest."
-    copied = {"summary": "Result 0 is done... and so on", "steps": ["one", "two", "six"]}
+    # the steps under the summary: each child's key content, written by code from its result
+    assert res.output.splitlines()[2:] == ["1. Day 1: arrival: Result 0 is done.", "2. Visit Asakusa: Result 1 is done.",
+                                           "3. Shinjuku at night: Result 2 is done."]
+    copied = {"summary": "Result 0 is done... and so on"}
     with pytest.raises(LLMBadOutput, match="fragments"):
         work.result_from(copied, tree, tokyo, "c" * 64, synthesis=True)
 
@@ -398,9 +399,9 @@ def test_a_result_about_other_steps_than_its_own_is_asked_again():
     leaf = tree.node(f"{top.id}/0")
 
     def acts(*dos):
-        return {"actions": [{"do": d, "cost": "200 EUR", "when": "2027-04-02"} for d in dos]}
+        return {"actions": [{"do": d, "cost": f"{20 * i + 20} EUR", "when": "2027-04-02"} for i, d in enumerate(dos)]}
 
-    with pytest.raises(LLMBadOutput, match="not about this step"):
+    with pytest.raises(LLMBadOutput, match="not about this step|drops the draft's names"):
         work.result_from(acts("Plan accommodation for the family of four", "Plan transportation to Rome from home",
                               "Plan transportation back home"), tree, leaf, "c" * 64)
     ok = work.result_from(acts("Enter the Colosseum at 9 am with the Roma Pass", "Walk to the Pantheon by 11 am",
@@ -507,3 +508,60 @@ def test_each_step_gets_its_share_of_the_budget_and_a_result_that_breaks_it_goes
                for p in work.result_checks(tree, gifts, dear, synthesis=False))
     cheap = "- Buy 20 gift bags at Tesco Extra (40 GBP; 2027-04-05).\n- Wrap them at home (2027-04-06)."
     assert work.result_checks(tree, gifts, cheap, synthesis=False) == []
+
+
+def test_costs_copied_onto_every_action_go_back_and_the_plan_adds_its_costs_up():
+    from agent.core import facts as fx
+    from agent.render import plan_costs
+
+    f = fx.brief_facts({"budget": "5000 EUR", "currency": "EUR", "dates": "2027-04-01 to 2027-04-14"},
+                       "Plan a two-week trip to Japan")
+    copied = "\n".join(f"- {a} (about 833 EUR; 2027-04-12)." for a in
+                       ("Visit local restaurants", "Visit nearby parks", "Explore the city on foot", "Visit temples"))
+    assert fx.uniform_cost(copied, f) == 833
+    assert any("same cost (833 EUR)" in p for p in fx.result_problems(copied, f))
+    priced = ("- Book a ryokan in Kyoto for three nights (450 EUR; 2027-04-06).\n"
+              "- Take the Nara day trip by the Kintetsu line (20 EUR; 2027-04-08).\n"
+              "- Visit Kinkaku-ji (10 EUR).\n- Walk the Philosopher's Path.")
+    assert fx.uniform_cost(priced, f) is None
+    assert not any("same cost" in p for p in fx.result_problems(priced, f))
+    # the plan's Markdown adds the steps' costs up against the brief's budget
+    root = {"title": "Plan a two-week trip to Japan", "brief": {"budget": "5000 EUR", "currency": "EUR"},
+            "children": [{"title": "Kyoto and Nara", "result": {"output": priced}},
+                         {"title": "Flights", "result": {"output": "- Fly Berlin to Tokyo and back (1,400 EUR)."}},
+                         {"title": "Pack", "result": {"output": "- Pack light."}}]}
+    assert plan_costs(root) == ["- Kyoto and Nara: 480 EUR", "- Flights: 1,400 EUR",
+                                "- Total: 1,880 EUR of the 5,000 EUR budget (3,120 EUR not allocated)"]
+    assert plan_costs({**root, "brief": {}}) == []  # no currency: nothing to add up
+
+
+def test_a_result_that_drops_most_of_its_drafts_names_goes_back():
+    g = goal(U, scorers=3, quorum=2, brief=True, max_depth=1)
+    top = proposal(D1, g.id, [("Explore Kyoto", "Take a walk through the Kinkaku-ji garden; visit the Kiyomizu-dera "
+                                                "temple; explore the Fushimi Inari shrine; see the Eiffel Tower"),
+                              ("Book Accommodation", "")], wall=10)
+    evs = [g, brief(U, g.id, place="Japan"), top] + [precommit(s, g.id, top.id, wall=20 + i)
+                                                   for i, s in enumerate(S[:2])]
+    tree = derive(fold(evs), T0 + 1000)
+    leaf = tree.node(f"{top.id}/0")
+    generic = "- Visit temples in Kyoto (20 EUR).\n- Walk in a garden in Kyoto (10 EUR).\n- Eat sushi in Kyoto (30 EUR)."
+    assert any("drops the draft's names" in p for p in work.result_checks(tree, leaf, generic, synthesis=False))
+    # the Eiffel Tower is no name to keep for Japan: dropping it is right
+    kept = ("- Walk the Kinkaku-ji garden (10 EUR).\n- Visit Kiyomizu-dera at dawn (5 EUR).\n"
+            "- Climb the Fushimi Inari gates in Kyoto (0 EUR).")
+    assert not any("drops" in p for p in work.result_checks(tree, leaf, kept, synthesis=False))
+
+
+def test_a_refinement_is_asked_for_the_missing_work_the_electors_agree_on():
+    from agent.core.tree import ProposalView, ScoreView
+
+    def sc(author, feedback):
+        return ScoreView(author, 1.0, 1.0, 0.5, False, feedback, 0)
+
+    p = ProposalView.__new__(ProposalView)
+    object.__setattr__(p, "scores", [
+        sc("a", "1 of 4 steps are planning chores, not the work itself; missing: Book return flights; Purchase a car"),
+        sc("b", "missing: Buy plane tickets to Tokyo; Get a visa"),
+        sc("c", "missing: Book a flight; Purchase a passport")])
+    # flights are missing for all three; a car, a visa and a passport for one elector each
+    assert work.agreed_missing(p) == ["Book return flights"]

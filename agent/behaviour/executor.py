@@ -76,7 +76,7 @@ class Executor(Behaviour):
     def _poll(self, tree: Tree, now: int) -> list[Effect]:
         # a goal whose budget is spent starts no new task (what is claimed may finish)
         ready = [n for r in tree.roots if r.budget_phase != "spent" for n in r.walk_active()
-                 if n.task is not None and n.state is NodeState.READY]
+                 if n.task is not None and n.state is NodeState.READY and self._winnable(n)]
         first_poll = not self._primed
         self._primed = True
         for n in ready:
@@ -114,6 +114,19 @@ class Executor(Behaviour):
         t = self.task = _Task(target.id, target.task_key, self.ticket(), prompt=prompt)
         self.phase = Phase.CLAIMING
         return [Publish(Claim(node=t.key, lease_ms=self.timing.lease_ms), t.claim_ticket)]
+
+    def _winnable(self, n: NodeView) -> bool:
+        """Whether a claim of mine could hold this ready task. A task whose holder yields (its
+        author held it for ``max_lease_ms`` in all) reads as ready to everyone, but once my own
+        claims have held it that long too, mine yields as well and the earlier claim keeps it:
+        claiming would lose, release and claim again without end (seen with LLM calls slower
+        than the lease budget on an overloaded machine: thousands of claims a minute). Such a
+        task waits until that holder's lease ends."""
+        h = n.holder
+        if h is None or h.author == self.me:
+            return True
+        mine = sum(c.end - c.start for c in n.claims if c.author == self.me)
+        return mine < n.params.max_lease_ms
 
     def settle_ms(self) -> int:
         """The settle window: long enough for an earlier competing claim to reach me (the

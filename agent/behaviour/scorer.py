@@ -51,8 +51,8 @@ class _Obs:
 class _Job:
     ticket: int
     node: str
-    kind: str  # "atomic" | "rank" | "review"
-    covers: tuple[str, ...] = ()  # rank: the proposals judged; review: the result
+    kind: str  # "atomic" | "rank" (my criteria for a node's splits) | "review"
+    covers: tuple[str, ...] = ()  # review: the result
 
 
 @dataclass
@@ -81,7 +81,9 @@ class Scorer(Behaviour):
         self.decomposers = decomposers  # competing splits to wait for in round 1, at least
         self.known_decomposers = 0  # decomposers that announced themselves
         self.verdicts: dict[str, Verdict] = {}
-        self.ranked: dict[str, frozenset[str]] = {}  # node -> proposals my latest ranking covered
+        # node -> my criteria for its splits (the essential work it needs; () when my LLM's
+        # answer was unusable: the checks alone)
+        self.criteria: dict[str, tuple[str, ...]] = {}
         self.atomic: dict[str, bool] = {}  # node -> can it be done as it is, as one step?
         self.readings: dict[str, tuple[bool, list[str], str]] = {}  # result -> my review
         self._checks: dict[str, list[str]] = {}  # result -> what the deterministic checks found
@@ -124,6 +126,7 @@ class Scorer(Behaviour):
                 out += self._step(self._brief_ballot(n), now, wake)
         for n in tree.walk_active():
             if self.votable(n):
+                out += self._judge(tree, n, now)
                 ballot = _Ballot(n.id, n, n.tally,
                                  lambda o, r, now, wake, n=n: self._split_choice(n, o, r, now, wake),
                                  lambda n=n: fallback_value(n))
@@ -284,13 +287,19 @@ class Scorer(Behaviour):
             lead = public_leader(n, r)
             if lead is not None and lead in ok:
                 return lead
+        def key(p: str) -> tuple:
+            v = self.verdicts[p]
+            return (v.rank or 99, -v.overall, p)
+
         if ok:
-            def key(p: str) -> tuple:
-                v = self.verdicts[p]
-                return (v.rank or 99, -v.overall, p)
             return min(ok, key=key)
         if self.leaf_ok(n):
             return LEAF
+        usable = [p.id for p in n.proposals if self.verdicts[p.id].usable]
+        if usable and r >= n.params.max_rounds:
+            # the refinements had their rounds: the best split there is, rather than the goal
+            # done as one step (what the fallback would otherwise come to)
+            return min(usable, key=key)
         return NIL
 
     def _needs_atomic(self, n: NodeView) -> bool:
@@ -396,18 +405,12 @@ class Scorer(Behaviour):
             if self._needs_atomic(n):
                 self.job = _Job(self.ticket(), n.id, "atomic")
                 return [Ask(self.job.ticket, work.atomic_req(tree, n, None), n.id)]
-            if not self._needs_scores(n) or not n.proposals or (self._phase(n) != "open" and n.depth > 0):
+            if not self._needs_scores(n) or n.id in self.criteria or (self._phase(n) != "open" and n.depth > 0):
                 continue
-            covered = self.ranked.get(n.id, frozenset())
-            if all(p.id in covered for p in n.proposals):
-                continue
-            o = self._obs(n.id, n, now, True)
-            r = max(1, my_top_round(n.tally, self.me)) if n.tally is not None else 1
-            if not self._table_ready(n, o, r, now, []):
-                continue  # the ranking waits for the competition, like the prevote
-            props = list(n.proposals)
-            self.job = _Job(self.ticket(), n.id, "rank", tuple(p.id for p in props))
-            return [Ask(self.job.ticket, work.rank_req(tree, n, props, self.me, None), n.id)]
+            # my yardstick for the node's splits, asked as soon as the node is open: it does not
+            # depend on the splits, so it is ready when they arrive
+            self.job = _Job(self.ticket(), n.id, "rank")
+            return [Ask(self.job.ticket, work.rank_req(tree, n, self.me, None), n.id)]
         return []
 
     def _answered(self, ticket: int, answer: Any, tree: Tree, now: int) -> list[Effect]:
@@ -432,33 +435,49 @@ class Scorer(Behaviour):
         return self._ranked(n, job, answer, tree, now)
 
     def _ranked(self, n: NodeView, job: _Job, answer: Any, tree: Tree, now: int) -> list[Effect]:
-        props = [p for pid in job.covers if (p := n.proposal(pid)) is not None]
         out: list[Effect] = []
-        judged = None
-        spent = (answer.prompt_tokens, answer.completion_tokens) if isinstance(answer, LLMReply) else (0, 0)
+        criteria: tuple[str, ...] = ()
         if isinstance(answer, LLMReply):
+            self.owe(n.id + "#rank", answer)  # carried by my first score of the node's splits
             try:
-                judged = work.judge_splits(answer.value, tree, n, props)
+                criteria = work.criteria_from(answer.value)
                 self.backoff.reset()
             except LLMBadOutput as exc:
                 answer = exc
-        if judged is None:
+        if not criteria:
             out += [Count(Metric.LLM_BAD_OUTPUT),
-                    log("info", "LLM ranking unusable; judging on the checks alone", node=n.id,
+                    log("info", "LLM criteria unusable; judging on the checks alone", node=n.id,
                         error=str(answer)[:200])]
-            judged = work.judge_splits(None, tree, n, props)
+        self.criteria[n.id] = criteria
+        return out + [log("info", "criteria", node=n.id, essential=list(criteria))] + self._poll(tree, now)
+
+    def _judge(self, tree: Tree, n: NodeView, now: int) -> list[Effect]:
+        """Verdicts for every split on the table, side by side against my criteria (pure:
+        judged again whenever a split arrives), once the competition had its chance (as the
+        prevote waits); my first judgment of a split is published as my score of it, its rank
+        among the splits then on the table (feedback for the refinements)."""
+        if n.id not in self.criteria or not n.proposals:
+            return []
+        if all(p.id in self.verdicts for p in n.proposals):
+            return []
+        o = self._obs(n.id, n, now, True)
+        r = max(1, my_top_round(n.tally, self.me)) if n.tally is not None else 1
+        if not self._table_ready(n, o, r, now, []):
+            return []
+        props = list(n.proposals)
+        judged = work.judge_splits(self.criteria[n.id], tree, n, props)
+        out: list[Effect] = []
         for p, v in zip(props, judged.verdicts):
             first = p.id not in self.verdicts and not any(s.author == self.me for s in p.scores)
             self.verdicts[p.id] = v
             if first:  # a scorer's first judgment of a split is the one shown and counted
+                spent = self.pay(n.id + "#rank")  # the criteria call's cost is carried once
                 out.append(Publish(Score(node=n.id, proposal=p.id, specificity=v.specificity,
                                          non_overlap=v.non_overlap, coverage=v.coverage,
                                          acceptable=v.acceptable, feedback=v.feedback, rank=v.rank,
                                          missing=v.missing, prompt_tokens=spent[0],
                                          completion_tokens=spent[1])))
-                spent = (0, 0)  # the call's cost is carried once
-        self.ranked[n.id] = frozenset(job.covers)
-        return out + self._poll(tree, now)
+        return out
 
     def _read_result(self, n: NodeView, job: _Job, answer: Any, tree: Tree, now: int) -> list[Effect]:
         cand = n.candidate

@@ -17,10 +17,12 @@ from agent.core.scoring import (
     Verdict,
     check_split,
     chore_count,
-    combine_ranked,
+    combine_criteria,
+    covers,
     cross_branch_feedback,
     result_problem,
     title_problem,
+    words,
 )
 from agent.core.text import english_goal
 from agent.core.tree import NodeView, ProposalView, Tree
@@ -70,7 +72,7 @@ def brief_from(answer: dict, tree: Tree, root: NodeView, prompt_tokens: int = 0,
     currency than the goal states, dates in the past) while ``strict``."""
     goal = f"{root.title} {root.description}"
     today = frame(tree, root).today
-    fields = fx.normalized_brief(P.parse_brief(answer), goal, today)
+    fields = fx.normalized_brief(P.parse_brief(answer, english=english_goal(goal)), goal, today)
     problems = fx.brief_problems(fields, goal, today)
     if problems and strict:
         raise LLMBadOutput("the brief contradicts its goal: " + "; ".join(problems))
@@ -137,23 +139,52 @@ def decompose_req(tree: Tree, node: NodeView, strategy: str, seed: int | None,
     prev = feedback = None
     if previous is not None:
         prev = [dict(s) for s in previous.subgoals]
-        missing = [f"missing: {s.missing}" for s in previous.scores if getattr(s, "missing", "")]
-        feedback = missing + previous.feedback() or ["make the steps more concrete and complete"]
-    elif _outline(strategy, node):
+        missing = agreed_missing(previous)
+        others = [f for s in previous.scores for f in s.feedback.split("missing:", 1)[0].split("; ")
+                  if f.strip()]
+        feedback = ([f"missing: {'; '.join(missing)}"] if missing else []) + list(dict.fromkeys(others)) \
+            or ["make the steps more concrete and complete"]
+    strategy = P.strategy_for(strategy, goal_title(tree, node), node.title, node.description)
+    if _outline(node):
         return P.outline_request(frame(tree, node), path=_above(tree, node), title=node.title,
-                                 description=node.description, max_children=node.params.max_children, seed=seed)
+                                 description=node.description, max_children=node.params.max_children,
+                                 strategy=strategy, feedback=feedback or [], previous=prev, seed=seed)
     return P.decompose_request(
         frame(tree, node), path=_above(tree, node), title=node.title, description=node.description,
-        strategy=P.strategy_for(strategy, goal_title(tree, node), node.title, node.description),
-        max_children=node.params.max_children, feedback=feedback or [], previous=prev,
+        strategy=strategy, max_children=node.params.max_children, feedback=feedback or [], previous=prev,
         parent_split=_split_of(tree, node), seed=seed,
     )
 
 
-def _outline(strategy: str, node: NodeView) -> bool:
-    """The goal's first split by the "outline" strategy is the plan as the model writes it as
-    text (agent.llm.prompts.outline_request); below the goal, splits are short lists."""
-    return strategy == "outline" and node.depth == 0
+def agreed_missing(p: ProposalView) -> list[str]:
+    """The essential work the electors agree a split leaves out: an item one elector's
+    criteria name counts when another elector's also finds it missing (a lone elector's word
+    counts when it is the only one). Each elector's criteria come from a small model and are
+    noisy; fed whole to a refinement they became its sections (measured: a Japan trip refined
+    into "Purchase a passport", "Purchase a car", "Purchase a map and guidebook", one
+    elector's checklist)."""
+    lists = [[m.strip() for m in s.feedback.split("missing:", 1)[1].split(";") if m.strip()]
+             for s in p.scores if "missing:" in s.feedback]
+    if len(lists) <= 1 or len(p.scores) <= 1:
+        return lists[0][:4] if lists else []
+    out: list[str] = []
+    for i, items in enumerate(lists):
+        for m in items:
+            others = [o for j, o_items in enumerate(lists) if j != i for o in o_items]
+            if any(covers(m, words(o)) or covers(o, words(m)) for o in others) \
+                    and not any(covers(m, words(k)) for k in out):
+                out.append(m)
+    return out[:4]
+
+
+def _outline(node: NodeView) -> bool:
+    """The goal's splits are drafts of the whole plan written as text, each decomposer's cut
+    its own way (agent.llm.prompts.outline_request): a small model writes a plan best as text
+    (measured: its JSON splits of a Japan trip were "Research Japan", "Book accommodation",
+    "Explore the city"; its text drafts name the cities and the sights), and the scorers pick
+    the draft that does the most of the essential work. Below the goal, splits are short
+    lists."""
+    return node.depth == 0
 
 
 def decompose_req_ahead(tree: Tree, parent: NodeView, split: ProposalView, index: int, strategy: str,
@@ -218,13 +249,16 @@ def proposal_from(answer: dict, node: NodeView, strategy: str, refines: str | No
 # ============================================================== judging splits
 
 
-def rank_req(tree: Tree, node: NodeView, props: Sequence[ProposalView], me: str,
-             seed: int | None) -> LLMRequest:
-    return P.rank_request(
-        frame(tree, node), path=_above(tree, node), title=node.title, description=node.description,
-        splits=[[dict(s) for s in p.subgoals] for p in props], scorer=me,
-        elsewhere=elsewhere_titles(tree, node)[:ELSEWHERE_MAX], seed=seed,
-    )
+def rank_req(tree: Tree, node: NodeView, me: str, seed: int | None) -> LLMRequest:
+    """A scorer's criteria for ``node``'s splits (the essential work it needs): asked once per
+    node, whatever splits come, and the splits are ranked against it by ``judge_splits``."""
+    return P.criteria_request(frame(tree, node), path=_above(tree, node), title=node.title,
+                              description=node.description, scorer=me,
+                              elsewhere=elsewhere_titles(tree, node)[:ELSEWHERE_MAX], seed=seed)
+
+
+def criteria_from(answer: dict) -> tuple[str, ...]:
+    return P.parse_criteria(answer)
 
 
 @dataclass(frozen=True)
@@ -236,30 +270,46 @@ class Judged:
     llm_used: bool
 
 
-def judge_splits(answer: dict | None, tree: Tree, node: NodeView, props: Sequence[ProposalView]) -> Judged:
-    """Verdicts for ``props`` from a ranking answer (``None``: unusable, the checks alone)
-    blended with the deterministic checks; ranked best first by (acceptable, overall)."""
-    ranking = P.parse_rank(answer, len(props)) if answer is not None else None
-    ancestors = _above(tree, node)
-    elsewhere = elsewhere_titles(tree, node)
+def rank_splits(title: str, splits: Sequence[Sequence[dict]], essential: Sequence[str] | None, *,
+                ancestors: Sequence[str] = (), elsewhere: Sequence[str] = (),
+                facts: fx.BriefFacts | None = None) -> list[Verdict]:
+    """Verdicts for the ``splits`` of the node ``title``, side by side: each against the same
+    criteria (the essential work of the node; ``None`` or empty: the checks alone) and the
+    deterministic checks, with its rank among them (1 the best, by acceptable, usable,
+    overall). Every split is measured against one yardstick, so the ranking compares them
+    instead of rating each on its own."""
+    essential = tuple(essential or ())
+    facts = facts or fx.brief_facts({}, title)
     verdicts = []
-    for i, p in enumerate(props):
-        titles = [s["title"] for s in p.subgoals]
-        checks = check_split(node.title, titles, ancestors=ancestors, elsewhere=elsewhere,
-                             descriptions=[s.get("description", "") for s in p.subgoals])
-        v = combine_ranked(checks, chores=chore_count(titles),
-                           llm_best=ranking is not None and ranking.best == i,
-                           llm_missing=ranking.missing[i] if ranking else "",
-                           llm_chores=ranking.chores[i] if ranking else None)
+    for subs in splits:
+        titles = [s["title"] for s in subs]
+        descs = [s.get("description", "") for s in subs]
+        checks = check_split(title, titles, ancestors=ancestors, elsewhere=elsewhere, descriptions=descs)
+        text = "\n".join(f"{t}. {d}" for t, d in zip(titles, descs))
+        said = frozenset().union(*(words(f"{t} {d}") for t, d in zip(titles, descs)))
+        wrong = fx.foreign_places(text, facts) + fx.wrong_currency(text, facts)
+        concrete = sum(fx.concrete_marks(f"{t}. {d}") for t, d in zip(titles, descs)) / max(1, len(titles))
+        v = combine_criteria(checks, chores=chore_count(titles), essential=essential, said=said,
+                             wrong=wrong, concrete=concrete)
         extra = [f for f in cross_branch_feedback(titles, elsewhere) if f[:30] not in v.feedback]
         if extra:
             v = v.with_feedback("; ".join([*extra[:1], v.feedback])[:400].strip("; "))
         verdicts.append(v)
-    order = sorted(range(len(props)), key=lambda i: (not verdicts[i].acceptable, -verdicts[i].overall, props[i].id))
+    order = sorted(range(len(splits)), key=lambda i: (not verdicts[i].acceptable, not verdicts[i].usable,
+                                                      -verdicts[i].overall, i))
     ranked = list(verdicts)
     for place, i in enumerate(order, 1):
         ranked[i] = verdicts[i].with_rank(place)
-    return Judged(tuple(ranked), ranking is not None)
+    return ranked
+
+
+def judge_splits(essential: Sequence[str] | None, tree: Tree, node: NodeView,
+                 props: Sequence[ProposalView]) -> Judged:
+    """``rank_splits`` for a node's proposals (ties broken by the order given)."""
+    verdicts = rank_splits(node.title, [[dict(s) for s in p.subgoals] for p in props], essential,
+                           ancestors=_above(tree, node), elsewhere=elsewhere_titles(tree, node),
+                           facts=brief_facts(tree, node))
+    return Judged(tuple(verdicts), bool(essential))
 
 
 def atomic_req(tree: Tree, node: NodeView, seed: int | None) -> LLMRequest:
@@ -375,7 +425,12 @@ def result_checks(tree: Tree, node: NodeView, output: str, *, synthesis: bool) -
         out.append(f"says its instructions back ('{echo}'): write the plan's content")
     facts = brief_facts(tree, node)
     if synthesis:
-        return out + fx.synthesis_problems(output, [(c.title, child_answer(c)) for c in node.children], facts)
+        # the model wrote the summary; the steps under it are each child's own key content
+        # (written by code), so the summary is what may leave children out or copy one: a
+        # summary of a few sentences takes up at least half of them
+        return out + fx.synthesis_problems(P.synthesis_summary(output),
+                                           [(c.title, child_answer(c)) for c in node.children], facts,
+                                           left_out=0.5)
     parent = tree.node(node.parent) if node.parent else None
     siblings = [(c.title, child_answer(c)) for c in (parent.children if parent else []) if c.id != node.id]
     repeat = repeat_problem(tree, node, output)
@@ -387,6 +442,10 @@ def result_checks(tree: Tree, node: NodeView, output: str, *, synthesis: bool) -
             cur = facts.currency
             out.append(f"its costs ({mine:,.0f} {cur}) take the plan to {spent + mine:,.0f} {cur}, over the "
                        f"budget of {budget:,.0f} {cur}: choose cheaper options")
+    gone = fx.dropped_names(output, node.description, facts, goal) if node.description else []
+    if gone:
+        out.append(f"drops the draft's names ({', '.join(gone[:3])}): keep the real places, products and "
+                   "choices the draft names")
     return out + ([repeat] if repeat else []) + fx.result_problems(
         output, facts, siblings=siblings, step=f"{node.title}: {node.description}".strip(" :"), goal=goal)
 
@@ -438,7 +497,9 @@ def result_from(answer: dict, tree: Tree, node: NodeView, claim_id: str, *, synt
     schema-valid answer, so a weak model cannot stall a task; the review may still send it
     back)."""
     if synthesis:
-        output = P.parse_synthesis(answer, [c.title for c in node.children])
+        facts = brief_facts(tree, node)
+        output = P.parse_synthesis(answer, [c.title for c in node.children],
+                                   [fx.key_line(child_answer(c), facts) for c in node.children])
     else:
         output = P.parse_execution(answer, currency=brief_facts(tree, node).currency or "")
         output = _without_repeats(tree, node, output, strict=strict)

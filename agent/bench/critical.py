@@ -282,39 +282,31 @@ class CriticalPath:
         return cause
 
     def _score(self, s: Event) -> Event | None:
+        """A scorer's first scores of a node's splits wait for two things: its criteria (one
+        call, asked when the node opened) and the table (the last split on it). Whichever came
+        last is on the path."""
         agent = self.name(s)
         node = s.body.node
-        prop = self.plan.proposals[s.body.proposal]
-        # one ranking judged the whole table: it waited for the last split on it
         table = [e for e in self.node_events[node] if e.type == "proposal" and _key(e) < _key(s)]
-        call = self._call_for(agent, "rank", node, s.hlc.wall, prop.hlc.wall)
-        if call is not None:
-            prop = max((e for e in table if e.hlc.wall <= call.start_ms + 5), key=_key, default=prop)
-        if call is None:
-            self.seg(prop.hlc.wall, s.hlc.wall, "unexplained", f"{agent} rank")
-            return prop
+        last = max(table, key=_key, default=self.plan.proposals[s.body.proposal])
+        call = self._call_for(agent, "rank", node, s.hlc.wall)
+        if call is None or call.end_ms <= last.hlc.wall:
+            # the criteria were ready: the score waited for the split (and the competition)
+            self.seg(last.hlc.wall, s.hlc.wall, "competition window" if call is not None else "unexplained",
+                     f"{agent} split -> score")
+            return last
         self.seg(call.end_ms, s.hlc.wall, "reaction", "answer -> score")
         self.seg(call.start_ms, call.end_ms, "llm: rank", f"{agent} {node[-8:]}")
+        opened = self._opened(node)
+        if opened is None or opened.hlc.wall > call.start_ms:
+            return last
         prev = self._prev_call(agent, call.start_ms)
-        if prev is not None and prev.end_ms > prop.hlc.wall:
-            if prev.kind == "atomic":  # judging the node first: that call publishes nothing
-                opened = self._opened(prev.node) if prev.node else None
-                if opened is not None and _key(opened) < _key(s):
-                    self.seg(prev.end_ms, call.start_ms, "reaction", "scorer free -> next call")
-                    start = max(prev.start_ms, opened.hlc.wall)
-                    self.seg(start, prev.end_ms, "llm: atomic", f"{agent} {prev.node[-8:]}")
-                    busy = self._prev_call(agent, prev.start_ms)
-                    own = busy is not None and busy.end_ms > opened.hlc.wall
-                    # busy judging its other new nodes first: LLM work, as in the central run
-                    self.seg(opened.hlc.wall, start, f"llm: {busy.kind}" if own and busy else "gossip + reaction",
-                             "-> atomic call")
-                    return opened
-            made = self._made_by(agent, prev)
-            if made is not None and _key(made) < _key(s):
-                self.seg(made.hlc.wall, call.start_ms, "reaction", "scorer free -> next call")
-                return made
-        self.seg(prop.hlc.wall, call.start_ms, "gossip + reaction", "proposal -> score call")
-        return prop
+        busy = prev is not None and prev.end_ms > opened.hlc.wall
+        # (a criteria call's answer is published later, with the scores: what the scorer did
+        # before it is told by its previous call alone)
+        self.seg(opened.hlc.wall, call.start_ms, f"llm: {prev.kind}" if busy and prev else "gossip + reaction",
+                 "node open -> criteria call")
+        return opened
 
     def _made_by(self, agent: str, call: CallRecord) -> Event | None:
         """The event an answered call turned into (its author's next event on that node)."""

@@ -152,6 +152,79 @@ def costs_of(text: str, facts: "BriefFacts") -> float:
     return total
 
 
+def key_line(result: str, facts: "BriefFacts", *, actions: int = 2) -> str:
+    """A step's key content in one line, written by code from its result: its first actions
+    (without their figures), then what the whole step costs and when it happens; for a step
+    that is itself a synthesis, the first sentence of its summary."""
+    lines = [ln.strip() for ln in str(result).splitlines() if ln.strip()]
+    acts = [ln.lstrip("-*• ").strip() for ln in lines if ln.startswith(("-", "*", "•"))]
+    if not acts:
+        first = re.split(r"(?<=[.!?])\s+", lines[0])[0] if lines else ""
+        return first[:240]
+    dos = []
+    for a in acts[:actions]:
+        a = _EXTRAS.sub("", a).strip().rstrip(".")
+        if a:
+            dos.append(a[:1].lower() + a[1:] if dos else a)
+    cost = sum(action_costs(result, facts)) if facts.currency else 0.0
+    dates = sorted({d for ln in acts for d in calendar_dates(ln)})
+    extra = []
+    if cost > 0:
+        extra.append(f"{cost:,.0f} {facts.currency} in all")
+    if dates:
+        extra.append(dates[0].isoformat() if dates[0] == dates[-1]
+                     else f"{dates[0].isoformat()} to {dates[-1].isoformat()}")
+    return "; ".join(dos) + (f" ({'; '.join(extra)})" if extra else "") + "."
+
+
+def cost_lines(steps: Sequence[tuple[str, str]], facts: "BriefFacts") -> list[str]:
+    """The plan's money in one place, added up by code from its steps' results: each step that
+    spends, then the total against the brief's budget (empty: no currency, or nothing
+    priced). One direct call of a model cannot add its own figures up; this is what a reader
+    checks a budget plan by."""
+    if not facts.currency:
+        return []
+    rows = [(t, costs_of(r, facts)) for t, r in steps]
+    total = sum(c for _t, c in rows)
+    if total <= 0:
+        return []
+    cur = facts.currency
+    out = [f"- {t}: {c:,.0f} {cur}" for t, c in rows if c > 0]
+    if facts.budget:
+        left = facts.budget - total
+        out.append(f"- Total: {total:,.0f} {cur} of the {facts.budget:,.0f} {cur} budget"
+                   + (f" ({left:,.0f} {cur} not allocated)" if left >= 0
+                      else f" ({-left:,.0f} {cur} over it)"))
+    else:
+        out.append(f"- Total: {total:,.0f} {cur}")
+    return out
+
+
+def action_costs(text: str, facts: "BriefFacts") -> list[float]:
+    """Each action line's cost in the brief's currency (0 where it names none), in order."""
+    out = []
+    for ln in str(text).splitlines():
+        if not ln.strip():
+            continue
+        m = _TRAILING.search(ln)
+        found = money_in(m.group(1)) if m else []
+        out.append(sum(a for a, codes in found if facts.currency in codes) if facts.currency else 0.0)
+    return out
+
+
+def uniform_cost(text: str, facts: "BriefFacts") -> float | None:
+    """The one amount a result gives three or more of its actions, when that is most of its
+    priced ones (measured: "Visit nearby parks (about 833 EUR)" and four more actions at the
+    step's share of the budget; "Visit the Kiyomizu-ji Temple (500 EUR)" and every other
+    action at 500): costs copied, not estimated."""
+    priced = [round(c) for c in action_costs(text, facts) if c > 0]
+    if len(priced) < 3:
+        return None
+    top = max(set(priced), key=priced.count)
+    n = priced.count(top)
+    return float(top) if n >= 3 and 2 * n > len(priced) else None
+
+
 def brief_facts(brief: Mapping[str, str] | None, goal: str = "") -> BriefFacts:
     from agent.core.places import gazetteer
 
@@ -473,6 +546,36 @@ def concrete_marks(text: str) -> int:
     return names + numbers
 
 
+_NAME = re.compile(r"(?<![.!?;:]\s)(?<![.!?;:])(?<!^)\b([A-Z][a-zA-Z'’-]{3,}(?:\s+[A-Z][a-zA-Z'’-]{2,})*)")
+
+
+def draft_names(draft: str, goal: str = "") -> list[str]:
+    """The names a step's draft gives (capitalised words inside its sentences, not their first
+    word; the goal's own words left out): what developing the draft must keep."""
+    own = {w.casefold() for w in tx.tokens(goal)}
+    out: list[str] = []
+    for m in _NAME.finditer(str(draft)):
+        name = re.sub(r"['’]s$", "", m.group(1))
+        if name.casefold() in own or all(w.casefold() in own for w in name.split()):
+            continue
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def dropped_names(result: str, draft: str, facts: "BriefFacts", goal: str = "") -> list[str]:
+    """The draft's names a result leaves out, when it keeps fewer than half of them (a draft
+    with at least two; places outside the goal do not count: dropping them is right)."""
+    bad = {p.split(" (")[0].casefold() for p in foreign_places(draft, facts)}
+    names = [n for n in draft_names(draft, goal) if n.casefold() not in bad]
+    if len(names) < 2:
+        return []
+    low = str(result).casefold()
+    # the name's first word is enough ("Kiyomizu-ji Temple" kept as "Kiyomizu-ji")
+    gone = [n for n in names if n.split()[0].casefold() not in low]
+    return gone if 2 * len(gone) > len(names) else []
+
+
 def foreign_places(text: str, facts: BriefFacts) -> list[str]:
     """Places named in ``text`` that lie outside the goal's countries (when it has any)."""
     if not facts.countries:
@@ -582,6 +685,10 @@ def result_problems(text: str, facts: BriefFacts, *, siblings: Iterable[tuple[st
     places = foreign_places(text, facts)
     if places:
         problems.append(f"names places outside the goal: {', '.join(places[:3])}")
+    same = uniform_cost(text, facts)
+    if same is not None:
+        problems.append(f"gives most actions the same cost ({same:,.0f} {facts.currency}): price each "
+                        "action on its own, and only what is paid for")
     crowd = wrong_headcount(text, facts)
     if crowd:
         problems.append(f"says '{crowd[0]}'; the plan is for {facts.people}")
@@ -632,9 +739,10 @@ def repeated_actions(text: str, others: Iterable[tuple[str, str]]) -> list[tuple
     return out
 
 
-def synthesis_problems(text: str, children: Sequence[tuple[str, str]], facts: BriefFacts) -> list[str]:
-    """Why a synthesis does not stand for all its children: it leaves some out, copies one,
-    carries cut fragments, or contradicts the brief."""
+def synthesis_problems(text: str, children: Sequence[tuple[str, str]], facts: BriefFacts,
+                       *, left_out: float = 0.25) -> list[str]:
+    """Why a synthesis does not stand for all its children: it leaves out more than
+    ``left_out`` of them, copies one, carries cut fragments, or contradicts the brief."""
     problems = []
     if "..." in text or "…" in text:
         problems.append("contains cut-off fragments ('...')")
@@ -649,7 +757,7 @@ def synthesis_problems(text: str, children: Sequence[tuple[str, str]], facts: Br
                 empty.append(t)
     stems = tx.content_stems(body)
     missed = list(dict.fromkeys(empty + [t for t, r in children if not _mentions(stems, t, r)]))
-    if empty or missed and len(missed) * 4 > len(children):
+    if empty or missed and len(missed) > left_out * len(children):
         problems.append("leaves out " + "; ".join(f"'{t[:40]}'" for t in missed[:3]))
     for t, r in children:
         if r and tx.jaccard(stems, tx.content_stems(r)) > 0.7 and len(children) > 1:

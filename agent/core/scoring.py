@@ -110,6 +110,7 @@ class Verdict:
     hard_fail: bool
     rank: int | None = None  # its place among the node's splits judged side by side
     missing: str = ""  # essential work the split leaves out
+    incomplete: bool = False  # does less than MIN_COVERAGE of the essential work
 
     @property
     def overall(self) -> float:
@@ -117,7 +118,13 @@ class Verdict:
 
     @property
     def acceptable(self) -> bool:
-        return not self.hard_fail and self.overall >= APPROVE_THRESHOLD
+        return not self.hard_fail and not self.incomplete and self.overall >= APPROVE_THRESHOLD
+
+    @property
+    def usable(self) -> bool:
+        """Not acceptable perhaps, but no check failed it: the best of these is voted once
+        the refinements had their rounds (a plan is better than a goal done as one step)."""
+        return not self.hard_fail
 
     def with_rank(self, rank: int) -> "Verdict":
         return replace(self, rank=rank)
@@ -133,7 +140,11 @@ CHORE = re.compile(
     r"determine|consider|list|look into|think about|figure out|learn about|"
     r"research (?:the )?(?:options|information|ideas|requirements|needs|tasks|possibilities)|"
     r"(?:create|make|write|draft) an? (?:plan|list|checklist|outline|timeline|strategy|roadmap)|"
-    r"set (?:goals|objectives|priorities)|gather information)\b",
+    r"set (?:goals|objectives|priorities)|gather information|"
+    # the section titles of a drafted plan ("Researching Japan", "Planning Phase", "Initial
+    # Planning and Budget Review", "Finalizing the Plan"): measured on the 1.5B model
+    r"research(?:ing)?|(?:initial |final |pre-?trip )?planning|finali[sz](?:e|ing)(?: the plan)?|"
+    r"plan(?:ning)? (?:phase|stage)|preparation and (?:research|planning))\b",
     re.IGNORECASE,
 )
 
@@ -142,33 +153,65 @@ def chore_count(titles: Sequence[str]) -> int:
     return sum(1 for t in titles if CHORE.match(t.strip()))
 
 
-RANK_BONUS = 0.15  # the scorer's LLM chose this split among all on the table
+# Verbs that say how work is done, not which work: "Book a hotel" is covered by a step about
+# the hotel, whatever its verb ("Stay at a ryokan hotel in Kyoto").
+_WORK_VERBS = frozenset(tx.stem(w) for w in (
+    "book buy purchase reserve choose select find research check apply obtain hire contact "
+    "schedule install build arrange pay order write learn sign register confirm secure complete "
+    "finish try explore enjoy attend fit connect").split())
+MIN_COVERAGE = 0.5  # a split that does less than half the essential work is sent back for more
+FULL_SPLIT = 5  # subgoals at which a split counts as fully detailed
 
 
-def combine_ranked(checks: Checks, *, chores: int, llm_best: bool, llm_missing: str,
-                   llm_chores: int | None) -> Verdict:
-    """A split's verdict from the checks and a side-by-side ranking (``llm_chores`` None: no
-    usable ranking). Planning chores cost specificity, work the ranking found missing costs
-    coverage, and the ranking's choice adds a bonus; a hard failure of the checks is never
-    acceptable, and a split mostly made of chores neither."""
+def essential_stems(item: str) -> frozenset[str]:
+    """The words of an essential piece of work that name the work itself."""
+    ws = tx.content_stems(item)
+    return (ws - _WORK_VERBS) or ws
+
+
+def covers(item: str, said: frozenset[str]) -> bool:
+    """Whether a split that says ``said`` (its stems) takes up ``item``: half of the item's
+    naming words, at least one."""
+    need = essential_stems(item)
+    return not need or len(need & said) >= (len(need) + 1) // 2
+
+
+def combine_criteria(checks: Checks, *, chores: int, essential: Sequence[str], said: frozenset[str],
+                     wrong: Sequence[str] = (), concrete: float = 0.0) -> Verdict:
+    """A split's verdict from the checks and a scorer's criteria (the essential work of the
+    node, ``essential``; empty: no usable criteria, the checks alone). ``said``: the split's
+    stems (titles and descriptions); ``wrong``: facts in it that contradict the goal (places
+    abroad, another currency); ``concrete``: names and figures per subgoal. Coverage is the
+    share of the essential work the split takes up, so a split of planning chores loses to
+    one that names the real work; what it leaves out is its feedback ("missing: ...")."""
     n = max(checks.n, 1)
-    chore_share = max(chores, llm_chores or 0) / n if llm_chores is not None else chores / n
-    spec = max(0.0, 1 - checks.vague / n - 0.5 * checks.repeats_parent / n - 0.8 * chore_share)
+    chore_share = chores / n
+    spec = 1 - checks.vague / n - 0.5 * checks.repeats_parent / n - 0.8 * chore_share
+    # names and figures in a split's steps (a drafted plan's sections carry their items) are
+    # what a reader can act on: the criteria are one small model's checklist, this is measured
+    spec += 0.3 * min(1.0, concrete / 4) - 0.15 * min(3, len(wrong)) - 0.2
     non_overlap = max(0.0, 1 - (checks.duplicates + 0.5 * checks.cross) / n)
-    coverage = (0.5 + 0.5 * checks.coverage) * (1 - 0.5 * checks.repeats_parent / n)
-    if llm_chores is not None:
-        coverage = coverage * (0.7 if llm_missing else 1.0)
-        if llm_best:
-            spec, coverage = spec + RANK_BONUS, coverage + RANK_BONUS
+    missing = [e for e in essential if not covers(e, said)]
+    if essential:
+        share = 1 - len(missing) / len(essential)
+        # a plan of three parts does less than one of five that takes up the same essentials
+        # (measured: "Arrival / Exploring / Returning" for two weeks in Japan, no flights)
+        coverage = share * (1 - 0.5 * checks.repeats_parent / n) * (0.7 + 0.3 * min(1.0, n / FULL_SPLIT))
+    else:
+        share = None
+        coverage = (0.5 + 0.5 * checks.coverage) * (1 - 0.5 * checks.repeats_parent / n)
     parts = list(checks.notes[:3])
     if chores:
         parts.append(f"{chores} of {checks.n} steps are planning chores, not the work itself")
-    if llm_missing:
-        parts.append(f"missing: {llm_missing}")
+    if wrong:
+        parts.append("wrong for this goal: " + ", ".join(wrong[:3]))
+    miss = "; ".join(missing)[:300]
+    if miss:
+        parts.append(f"missing: {miss}")
     r = lambda x: round(min(1.0, max(0.0, x)), 3)  # noqa: E731
     hard = checks.hard_fail or 2 * chores > checks.n
-    return Verdict(r(spec), r(non_overlap), r(coverage), "; ".join(parts)[:400], hard,
-                   missing=llm_missing[:300])
+    return Verdict(r(spec), r(non_overlap), r(coverage), "; ".join(parts)[:400], hard, missing=miss,
+                   incomplete=share is not None and share < MIN_COVERAGE)
 
 
 LLM_WEIGHT = 0.5  # a small local model's judgment is noisy: the checks carry half the score

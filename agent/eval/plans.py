@@ -29,6 +29,7 @@ class PlanDoc:
     summary: str = ""
     brief: dict[str, str] = field(default_factory=dict)
     sections: list[Step] = field(default_factory=list)  # the top-level parts, in order
+    costs: list[str] = field(default_factory=list)  # the plan's costs added up (the swarm's, by code)
 
     def text(self) -> str:
         parts = [self.summary, *(f"{s.title}\n{s.text}" for s in self.steps)]
@@ -61,7 +62,10 @@ def from_tree_json(root: Mapping[str, Any]) -> PlanDoc:
         sections.append(Step(str(c.get("title", "")), _result(c), 1, str(c.get("title", ""))))
         walk(c, 1, str(c.get("title", "")))
     summary = _result(root) if root.get("children") else ""
-    return PlanDoc(str(root.get("title", "")), steps, summary, dict(root.get("brief") or {}), sections)
+    from agent.render import plan_costs
+
+    return PlanDoc(str(root.get("title", "")), steps, summary, dict(root.get("brief") or {}), sections,
+                   plan_costs(root))
 
 
 def from_text(goal: str, text: str) -> PlanDoc:
@@ -88,6 +92,8 @@ def markdown(doc: PlanDoc, *, with_brief: bool = True) -> str:
         out += [f"- {k}: {v}" for k, v in doc.brief.items() if v] + [""]
     if doc.summary:
         out += ["## Overview", "", doc.summary, ""]
+    if doc.costs:
+        out += ["## Costs", "", *doc.costs, ""]
     by_section: dict[str, list[Step]] = {}
     for s in doc.steps:
         by_section.setdefault(s.section, []).append(s)

@@ -54,22 +54,11 @@ def split_model(max_children: int) -> type[Answer]:
 
 
 # ---------------------------------------------------------------------------------- judging
-class RankedPlan(Answer):
-    plan: str
-    missing: Text(120)
-    chores: Annotated[int, Field(ge=0, le=12)]
+class CriteriaAnswer(Answer):
+    """A scorer's yardstick for a node's splits: the essential work the task needs, written
+    before and without the splits, so it cannot be talked into a split's own words."""
 
-
-@lru_cache(maxsize=16)
-def rank_model(labels: tuple[str, ...]) -> type[Answer]:
-    label = Literal[labels]  # type: ignore[valid-type]
-    item = create_model(f"Ranked{len(labels)}", __base__=Answer, plan=(label, ...),
-                        missing=(Text(120), ...), chores=(Annotated[int, Field(ge=0, le=12)], ...))
-    return create_model(
-        f"Rank{len(labels)}", __base__=Answer,
-        plans=(Annotated[list[item], Field(min_length=len(labels), max_length=len(labels))], ...),
-        best=(label, ...),
-    )
+    essential: Annotated[list[Text(60, 3)], Field(min_length=4, max_length=8)]
 
 
 class AtomicAnswer(Answer):
@@ -98,13 +87,12 @@ class ReviewAnswer(Answer):
     accept: bool
 
 
-@lru_cache(maxsize=16)
-def synthesis_model(parts: int) -> type[Answer]:
-    return create_model(
-        f"Synthesis{parts}", __base__=Answer,
-        summary=(Text(600, 20), ...),
-        steps=(Annotated[list[Text(220, 3)], Field(min_length=parts, max_length=parts)], ...),
-    )
+class SynthesisAnswer(Answer):
+    """A node's answer: its summary. The ordered steps under it are written by code from each
+    child's result (agent.core.facts.key_line): the 1.5B model, asked for a line per step,
+    shifted them ("2. Layout and Planning: , Select cabinets ..." was step 1's second action)."""
+
+    summary: Text(600, 20)
 
 
 # ---------------------------------------------------------------------------------- helpers

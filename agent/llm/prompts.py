@@ -1,6 +1,6 @@
 """Pure functions that build LLM requests and read the answers: the brief (a goal's working
-assumptions), decompose (an ordered split), rank (a node's splits side by side), atomic (is a
-node one step), execute (a step's concrete actions), review (an elector's reading of a result)
+assumptions), decompose (an ordered split), rank (a scorer's yardstick for a node's splits:
+the essential work it needs), atomic (is a node one step), execute (a step's concrete actions), review (an elector's reading of a result)
 and synthesize (a node's answer from all its children's). docs/quality.md explains the choices.
 
 Every prompt starts with the same lines for a goal (the system message, the goal, today's date
@@ -18,8 +18,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from agent.core.events import BRIEF_FIELDS
 from agent.core.text import cut_to_sentence
 from agent.llm.answers import (
-    AtomicAnswer, BriefAnswer, ExecuteAnswer, ReviewAnswer, parse_as, rank_model, schema_of,
-    split_model, synthesis_model,
+    AtomicAnswer, BriefAnswer, CriteriaAnswer, ExecuteAnswer, ReviewAnswer, parse_as, schema_of,
+    SynthesisAnswer, split_model,
 )
 from agent.llm.base import LLMBadOutput, LLMRequest
 
@@ -73,6 +73,14 @@ STRATEGY_HINTS = {
     "by time": "one step per period of time (days, weeks or months), in order",
 }
 STRATEGIES = tuple(STRATEGY_HINTS)
+# how a draft of the whole plan cuts its sections, per strategy (outline: as the model likes)
+SECTION_HINTS = {
+    "by phase": "one section per stage of the work, from the first to the last",
+    "by component": "one section per part or deliverable of the result, in the order they are made",
+    "by stakeholder": "one section per person or group involved, in the order they are needed",
+    "by place": "one section per place, in the order they are visited",
+    "by time": "one section per period of time (days, weeks or months), in order",
+}
 
 _PLACE_WORDS = frozenset(
     "trip travel tour visit city country town region abroad holiday vacation journey move "
@@ -204,12 +212,21 @@ def brief_request(frame: Frame, *, seed: int | None = None) -> LLMRequest:
     return _request("brief", frame, lines, BriefAnswer, {}, 0.4, seed)
 
 
-def parse_brief(answer: Any) -> dict[str, str]:
-    """The brief's fields, cleaned; ``LLMBadOutput`` if too few say anything."""
+_OTHER_SCRIPT = re.compile(r"[\u0400-\u04ff\u0590-\u08ff\u0e00-\u0eff\u3000-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]+")
+
+
+def parse_brief(answer: Any, *, english: bool = True) -> dict[str, str]:
+    """The brief's fields, cleaned (for an English goal, without characters of other
+    scripts); ``LLMBadOutput`` if too few say anything."""
     a = parse_as(BriefAnswer, answer, "brief")
     out = {}
     for k in BRIEF_FIELDS:
-        v = _clean_text(getattr(a, k), 300)
+        # a stray character of another script ("... They have also赚", seen at a field's
+        # length bound) and the half sentence it ends are not an assumption anyone keeps to
+        raw = getattr(a, k)
+        v = _clean_text(_OTHER_SCRIPT.sub("", raw) if english else raw, 300)
+        if k in ("constraints", "done") and len(v) >= 40 and cut_to_sentence(v):
+            v = cut_to_sentence(v)
         if v.lower().strip(" .") in ("", "none", "n/a", "na", "not specified", "unknown", "tbd", "-"):
             v = ""
         out[k] = v
@@ -292,27 +309,42 @@ OUTLINE_TOKENS = 900  # a whole plan as one small model writes it (measured 600-
 
 
 def outline_request(frame: Frame, *, path: Sequence[str], title: str, description: str, max_children: int,
+                    strategy: str = "outline", feedback: Iterable[str] = (), previous: list[dict] | None = None,
                     seed: int | None = None) -> LLMRequest:
-    """The "outline" strategy's split: the plan written as text, the way one direct call of the
-    model writes it best (sections and their steps, in order), with the brief to keep to. Its
-    sections become the subgoals, their steps each subgoal's description: the swarm starts
-    where one call ends, and its executors and reviewers add what one call cannot."""
+    """A split of the goal written as a plan in text, the way one direct call of the model
+    writes best (sections and their steps, in order), with the brief to keep to; a strategy
+    other than "outline" says how its sections are cut (by phase, by place, ...). Its sections
+    become the subgoals and their steps each subgoal's description: the swarm starts where one
+    call ends, several such drafts compete, and its executors and reviewers add what one call
+    cannot. With ``previous`` and ``feedback``: the draft again, with what the scorers found
+    missing."""
     task = frame.goal if not path else title
+    feedback = [str(f) for f in feedback if str(f).strip()]
     lines = []
     where = _path_line(path[1:] if path else [])
     if where:
         lines.append(f"Part of: {where}")
     if path:
         lines.append(f"Task: {_clip(title, TITLE_MAX)}" + (f" ({_clip(description, 300)})" if description.strip() else ""))
+    if previous:
+        lines.append("An earlier draft had these sections: " + "; ".join(
+            f"{i}. {_clip(s.get('title', ''), SCHEMA_TITLE_MAX)}" for i, s in enumerate(previous[:12], 1)))
+        if feedback:
+            lines.append("Reviewers said: " + " | ".join(_clip(f, 200) for f in feedback[:4]))
+        lines.append("Write the plan again so that it does all of the essential work, including what is missing.")
+    key = " ".join(strategy.lower().split())
+    how = f" Cut it into {SECTION_HINTS[key]}." if key in SECTION_HINTS else ""
     lines.append(
         f"Write a complete, concrete plan for: {_clip(task, 200)}. Break it into sections and steps, in "
-        f"the order they are done, and give the concrete content of each step. At most {max_children} "
+        f"the order they are done, and give the concrete content of each step.{how} At most {max_children} "
         "sections. Keep to the brief."
     )
     return LLMRequest(kind="decompose", system=SYSTEM.replace(" You answer only with JSON.", ""),
                       prompt="\n".join(frame.lines() + lines),
                       context={**frame.context(), "path": list(path), "title": title, "description": description,
-                               "strategy": "outline", "max_children": max_children, "seed": seed, "outline": True},
+                               "strategy": strategy, "max_children": max_children, "seed": seed, "outline": True,
+                               "feedback": feedback,
+                               "previous": [dict(s) for s in previous] if previous is not None else None},
                       max_tokens=OUTLINE_TOKENS, temperature=0.7, seed=seed, free_text=True)
 
 
@@ -404,91 +436,58 @@ def _clean_title(value: Any) -> str:
     return text.strip(" ,;:-").strip()
 
 
-# ------------------------------------------------------------------------------ rank
-
-LABELS = tuple("ABCDEFGH")
+# ------------------------------------------------------------------------------ judging
 
 
-def rank_request(
-    frame: Frame,
-    *,
-    path: Sequence[str],
-    title: str,
-    description: str,
-    splits: Sequence[Sequence[Mapping[str, Any]]],
-    scorer: str,
-    elsewhere: Iterable[str] = (),
-    seed: int | None = None,
-) -> LLMRequest:
-    """A scorer's side-by-side judgment of a node's splits (at most eight, labelled A, B, ...):
-    for each what essential work it leaves out and how many of its steps are planning chores,
-    then the best. One request judges them all, so the verdict is a choice, not a rating."""
-    splits = [list(s) for s in splits][: len(LABELS)]
-    if not splits:
-        raise ValueError("nothing to rank")
-    labels = LABELS[: len(splits)]
-    elsewhere = [str(t) for t in elsewhere if str(t).strip()]
+def criteria_request(frame: Frame, *, path: Sequence[str], title: str, description: str, scorer: str,
+                     elsewhere: Iterable[str] = (), seed: int | None = None) -> LLMRequest:
+    """A scorer's yardstick for a node's splits: the essential work the task cannot be done
+    without, asked before and apart from the splits. Measured on the 1.5B model: asked to
+    compare splits it listed each split's own titles as "missing" and chose at random; asked
+    what a task needs, it writes a sound checklist ("Book return flights", "Get a rail
+    pass"). The splits are then ranked by code against it (agent.behaviour.work.judge_splits),
+    so the ranking is a choice that cannot be read backwards."""
     lines = []
     where = _path_line(path[1:] if path else [])
     if where:
         lines.append(f"Part of: {where}")
-    lines.append(f"Task: {_clip(title, TITLE_MAX)}" + (f" ({_clip(description, 200)})" if description.strip() else ""))
+    if path:
+        lines.append(f"Task: {_clip(title, TITLE_MAX)}" + (f" ({_clip(description, 200)})" if description.strip() else ""))
+    elsewhere = [str(t) for t in elsewhere if str(t).strip()]
     if elsewhere:
         lines.append("Other parts of the plan (not this task's work): " + "; ".join(_clip(t, 50) for t in elsewhere[:12]))
-    lines.append("Candidate splits of the task:")
-    for label, subs in zip(labels, splits):
-        lines.append(f"{label}: " + " | ".join(
-            f"{i}. {_clip(s.get('title', ''), SCHEMA_TITLE_MAX)}" for i, s in enumerate(subs[:12], 1)))
+    task = "this task" if path else "the goal"
     lines.append(
-        "For each split: missing: the essential work of the task it leaves out, in a few "
-        "words ('' if nothing is missing); chores: how many of its steps are only planning "
-        "chores (research, identify, decide, plan, review) instead of real work. best: the "
-        "split that gets the whole task done most completely and concretely, in a sensible "
-        "order; it must not miss more than another split."
-    )
-    model = rank_model(labels)
-    return _request("rank", frame, lines, model, {
-        "path": list(path), "title": title, "description": description,
-        "splits": [[dict(s) for s in subs] for subs in splits], "scorer": scorer, "elsewhere": elsewhere,
-    }, 0.2, seed)
+        f"essential: the 5 to 8 pieces of work without which {task} is not done, most important "
+        "first, each in 2 to 6 words naming the real work (what is booked, bought, built, "
+        "written, paid or done, with the names from the goal and the brief), never a planning chore "
+        "such as research, decide or make a plan.")
+    return _request("rank", frame, lines, CriteriaAnswer, {
+        "path": list(path), "title": title, "description": description, "scorer": scorer,
+        "elsewhere": elsewhere,
+    }, 0.3, seed)
 
 
-@dataclass(frozen=True)
-class Ranking:
-    best: int  # index into the splits
-    missing: tuple[str, ...]  # per split: the essential work it leaves out ("" if none)
-    chores: tuple[int, ...]  # per split: steps that are planning chores
+_CHORE_ITEM = re.compile(r"^(?:research|decide|plan|determine|identify|review|consider|brainstorm|think)\b",
+                         re.IGNORECASE)
 
 
-_NOTHING = re.compile(r"^(?:none|nothing|n/?a|-|no|nothing is missing|no missing work)?[.!]?$", re.IGNORECASE)
-
-
-def parse_rank(answer: Any, n: int) -> Ranking:
-    """The judgment, checked against itself: ``best`` may not be a split the same answer says
-    misses work while another misses nothing, nor one with more chores than an equally complete
-    one (a verdict that contradicts its own reasons is refused: ``LLMBadOutput``)."""
-    labels = LABELS[:n]
-    a = parse_as(rank_model(labels), answer, "ranking")
-    missing = [""] * n
-    chores = [0] * n
+def parse_criteria(answer: Any) -> tuple[str, ...]:
+    """The essential work, cleaned: list debris gone, chores and repeats dropped;
+    ``LLMBadOutput`` when fewer than three items remain."""
+    a = parse_as(CriteriaAnswer, answer, "criteria")
+    out: list[str] = []
     seen: set[str] = set()
-    for p in a.plans:
-        i = labels.index(p.plan)
-        if p.plan in seen:
-            raise LLMBadOutput(f"ranking judges split {p.plan} twice")
-        seen.add(p.plan)
-        m = _clean_text(p.missing, 300)
-        missing[i] = "" if _NOTHING.match(m.strip()) or m.strip().upper() in labels else m
-        chores[i] = p.chores
-    best = labels.index(a.best)
-    complete = [i for i in range(n) if not missing[i]]
-    if missing[best] and complete:
-        raise LLMBadOutput(f"best split {a.best} misses '{missing[best][:60]}' while "
-                           f"{labels[complete[0]]} misses nothing")
-    peers = [i for i in range(n) if bool(missing[i]) == bool(missing[best])]
-    if any(chores[i] < chores[best] for i in peers):
-        raise LLMBadOutput(f"best split {a.best} has more planning chores than an equally complete one")
-    return Ranking(best, tuple(missing), tuple(chores))
+    for item in a.essential:
+        # the coder model sometimes writes paths ("/book/japan/train"): words all the same
+        t = _clean_title(re.sub(r"[/_]+", " ", item)).rstrip(".")
+        if not t or _CHORE_ITEM.match(t) or t.casefold() in seen or len(words(t)) < 1:
+            continue
+        seen.add(t.casefold())
+        out.append(t)
+    if len(out) < 3:
+        raise LLMBadOutput(f"the criteria name {len(out)} piece(s) of real work; at least 3 are needed")
+    return tuple(out)
 
 
 # ------------------------------------------------------------------------------ atomic
@@ -586,9 +585,14 @@ def execute_request(
     for t, r in decided[:3]:
         lines.append(f"Already decided in another step (agree with it, do not repeat it): {_clip(t, 50)}: "
                      f"{_clip(r, 160)}")
-    lines.append(f"This step: {_clip(title, TITLE_MAX)}" + (f": {_clip(description, 500)}" if description.strip() else ""))
+    lines.append(f"This step: {_clip(title, TITLE_MAX)}")
     if description.strip():
-        lines.append("Its actions carry out what this step names above, in that order.")
+        # the step's draft from the plan (an outline's items): the 1.5B model, shown it as
+        # the step's own text, wrote generic actions; told it is the draft to keep and
+        # develop, it kept the named places and added what was missing
+        lines.append(f"Draft of this step: {_clip(description, 500)}")
+        lines.append("Its actions carry out the draft in order: keep its real names and choices, drop what is "
+                     "wrong for the goal or belongs to another step, and add what is missing.")
     if window:
         lines.append(f"This step's part of the schedule: {window} (what must be booked, bought or "
                      "prepared ahead is dated before it)")
@@ -603,8 +607,8 @@ def execute_request(
         if feedback:
             lines.append("Why: " + " | ".join(_clip(f, 160) for f in feedback[:4]))
     lines.append(
-        EXECUTE_INSTRUCTION + " cost: the amount" + (f" in {currency}" if currency else "") + ", or '' if "
-        "it costs nothing. when: the date (YYYY-MM-DD) or deadline, within "
+        EXECUTE_INSTRUCTION + " cost: what this action pays" + (f", in {currency}," if currency else "")
+        + " for everyone in the brief, priced on its own ('' if it pays nothing). when: the date (YYYY-MM-DD) or deadline, within "
         + ("this step's part of the schedule" if window else "the brief's dates") + ", or ''. "
         + EXECUTE_RULES
     )
@@ -725,24 +729,22 @@ def parse_review(answer: Any, result: str) -> tuple[bool, list[str]]:
 # ------------------------------------------------------------------------------ synthesize
 
 
-def synthesis_schema(parts: int) -> dict:
-    return schema_of(synthesis_model(parts))
+def synthesis_schema() -> dict:
+    return schema_of(SynthesisAnswer)
 
 
 SYNTHESIS_SUMMARY = ("summary: 3 to 5 sentences a person reads first: what the plan does and its key choices "
-                     "(names, dates, amounts), in the order of the steps.")
-SYNTHESIS_STEPS = ("one sentence with its key content (the names, dates and amounts it fixes), not its title "
-                   "again. Use every step; keep to the brief; no '...'.")
+                     "(names, dates, amounts), taking up every step in order; keep to the brief; no '...'.")
 # what a result must not say back (a small model echoes its instructions as content)
-INSTRUCTIONS = (EXECUTE_INSTRUCTION, EXECUTE_RULES, SYNTHESIS_SUMMARY, SYNTHESIS_STEPS)
+INSTRUCTIONS = (EXECUTE_INSTRUCTION, EXECUTE_RULES, SYNTHESIS_SUMMARY)
 
 
 def synthesis_request(frame: Frame, *, path: Sequence[str], title: str, description: str,
                       children: Iterable[tuple[str, str]], previous: str = "",
                       feedback: Iterable[str] = (), seed: int | None = None) -> LLMRequest:
     """A node's answer from its children's (title, result) pairs, in split order, each in
-    full: a summary and one line of key content per child. At the root it is the plan's
-    answer, the first thing a person reads."""
+    full: the summary a person reads first (the steps under it are listed by code,
+    ``parse_synthesis``). At the root it is the plan's answer."""
     children = [(str(t), str(a)) for t, a in children]
     if not children:
         raise ValueError("a synthesis needs the children's results")
@@ -763,51 +765,29 @@ def synthesis_request(frame: Frame, *, path: Sequence[str], title: str, descript
         if feedback:
             lines.append("Why: " + " | ".join(_clip(f, 160) for f in feedback[:4]))
     what = "the whole plan" if root else f"\"{_clip(title, 80)}\""
-    lines.append(
-        f"Write the answer for {what}. " + SYNTHESIS_SUMMARY
-        + f" steps: for each of the {len(children)} steps in order, " + SYNTHESIS_STEPS
-    )
-    return _request("synthesize", frame, lines, synthesis_model(len(children[:12])), {
+    lines.append(f"Write the answer for {what}. " + SYNTHESIS_SUMMARY)
+    return _request("synthesize", frame, lines, SynthesisAnswer, {
         "path": list(path), "title": title, "description": description,
         "children": [list(c) for c in children], "previous": previous, "feedback": feedback,
     }, 0.4, seed)
 
 
-def parse_synthesis(answer: Any, titles: Sequence[str]) -> str:
-    """The answer as text: the summary, then one numbered line per child, "N. Title: key"."""
-    a = parse_as(synthesis_model(len(titles)), answer, "synthesis")
+def parse_synthesis(answer: Any, titles: Sequence[str], keys: Sequence[str] = ()) -> str:
+    """The answer as text: the summary, then one numbered line per child, "N. Title: key",
+    where ``keys`` (each child's key content, written by code from its result) has one."""
+    a = parse_as(SynthesisAnswer, answer, "synthesis")
     summary = cut_to_sentence(_clean_text(a.summary, 900)) or _clean_text(a.summary, 900)
     out = [summary, ""]
-    for i, (t, k) in enumerate(zip(titles, _aligned(titles, a.steps)), 1):
-        k = _sentence(_whole(k))
+    keys = list(keys) + [""] * (len(titles) - len(keys))
+    for i, (t, k) in enumerate(zip(titles, keys), 1):
+        k = _clean_text(k, 400)
         out.append(f"{i}. {t}: {k}" if k else f"{i}. {t}.")
     return "\n".join(out).strip()[:RESULT_MAX]
 
 
-def _aligned(titles: Sequence[str], steps: Sequence[str]) -> list[str]:
-    """Each child's line of the synthesis, without the number and title the model wrote again.
-    A model that labels its lines with the children's titles but shifts them (it skips one and
-    ends with the summary again: "2. Book hotels: Plan transport: ...") gets each line under
-    the title it names, and nothing where it wrote nothing."""
-    folded = [t.casefold() for t in titles]
-    keys, owners = [], []
-    for k in steps:
-        k = re.sub(r"^\s*\d+\s*[.)]\s*", "", _clean_text(k, 300))
-        low = k.casefold()
-        owner = max((j for j, t in enumerate(folded) if t and low.startswith(t)
-                     and k[len(t):].lstrip()[:1] in (":", "-", "–", "—")),
-                    key=lambda j: len(folded[j]), default=None)
-        if owner is not None:
-            k = k[len(folded[owner]):].lstrip(" :-–—")
-        keys.append(k)
-        owners.append(owner)
-    if all(o in (None, i) for i, o in enumerate(owners)):
-        return keys
-    out = [""] * len(titles)
-    for k, o in zip(keys, owners):
-        if o is not None and not out[o]:
-            out[o] = k
-    return out
+def synthesis_summary(text: str) -> str:
+    """The summary of an answer ``parse_synthesis`` wrote (what the model wrote of it)."""
+    return str(text).split("\n\n", 1)[0].strip()
 
 
 def _whole(text: str) -> str:

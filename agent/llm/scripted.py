@@ -12,12 +12,12 @@ as ``req.answer``; the same context always gives the same answer, in any process
   specific ("... Done when ...") and adds a facet if there is room, so it scores higher.
 - brief: working assumptions read off the goal (its length, a date some weeks after the
   goal's day, a budget in euros, the place it names).
-- rank: the split with the best base scores (description lengths, title overlap, count), each
-  moved by up to ±0.15 by a hash of (scorer, titles), so scorers sometimes disagree; the others
-  "miss" a facet. Planning chores are counted as a real model should.
+- rank (a scorer's criteria): the node's topic, which every scripted split names, and one facet
+  drawn by a hash of (scorer, title), so the splits that take it up rank first and scorers
+  sometimes disagree; below a facet, the facet's own steps.
 - execute: three actions naming the task's topic, a cost in the brief's currency and a day in
   its dates; review: accepts unless the result tells a story or has a placeholder;
-  synthesize: a summary and one line per child.
+  synthesize: a summary naming every child.
 """
 
 from __future__ import annotations
@@ -229,6 +229,16 @@ def _facet_steps(facet: str) -> list[tuple[str, str]]:
     return steps
 
 
+def _missing(ctx: Mapping[str, Any]) -> list[str]:
+    """The work a scorer's feedback names as missing ("missing: a; b"), which a refinement
+    takes up as subgoals of its own, as a sound model does."""
+    out: list[str] = []
+    for f in ctx.get("feedback") or ():
+        for part in str(f).split("missing:")[1:]:
+            out += [m.strip(" .") for m in part.split(";") if m.strip(" .")]
+    return list(dict.fromkeys(out))
+
+
 def _decompose(ctx: Mapping[str, Any]) -> dict:
     title = str(ctx.get("title", ""))
     facet = " ".join(title.split()).split(SEP, 1)[0].strip() if SEP in title else ""
@@ -261,6 +271,13 @@ def _decompose(ctx: Mapping[str, Any]) -> dict:
             "after": [],
         })
     del deep
+    for item in _missing(ctx):
+        if len(subgoals) >= max_children:
+            break
+        if item.casefold() not in " ".join(s["title"] for s in subgoals).casefold():
+            subgoals.append({"title": _fit(f"{item}{SEP}{topic}", prompts.SCHEMA_TITLE_MAX),
+                             "description": _fit(f"{item}, as part of: {parent}.", prompts.SCHEMA_DESCRIPTION_MAX),
+                             "after": []})
     if strategy in ("outline", "by phase") and len(subgoals) >= 3:
         subgoals[-1]["after"] = [1]  # the last step uses the first one's result
     return {"steps": subgoals}
@@ -294,11 +311,7 @@ def _synthesize(ctx: Mapping[str, Any]) -> dict:
     parts = [t for t, _ in children]
     summary = _fit(f"The plan for {title} takes {len(parts)} steps in order: "
                    + "; ".join(_fit(p, 60) for p in parts) + ".", 590)
-    steps = []
-    for t, r in children:
-        first = next((ln.strip("- ").strip() for ln in r.splitlines() if ln.strip()), t)
-        steps.append(_fit(first, 210))
-    return {"summary": summary, "steps": steps}
+    return {"summary": summary}
 
 
 def _jaccard(a: str, b: str) -> float:
@@ -322,28 +335,22 @@ def base_scores(subgoals: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     }
 
 
-def _rank(ctx: Mapping[str, Any]) -> dict:
-    splits = [[s for s in split if isinstance(s, Mapping)] for split in (ctx.get("splits") or [])]
+def _criteria(ctx: Mapping[str, Any]) -> dict:
+    """A scorer's essential work for a node, as a sound model writes it: the node's own topic
+    (which every scripted split names) and one facet drawn by a hash of (scorer, title), so
+    splits that take it up rank first and scorers sometimes disagree; below a facet, that
+    facet's own steps."""
+    title = str(ctx.get("title", ""))
     scorer = str(ctx.get("scorer", ""))
-    labels = prompts.LABELS[: len(splits)]
-    totals = []
-    for split in splits:
-        titles = [str(s.get("title", "")) for s in split]
-        base = base_scores(split)
-        jitter = (_unit("rank", scorer, *titles) - 0.5) * 0.3  # ±0.15
-        totals.append(sum(base.values()) / 3 + jitter)
-    best = max(range(len(splits)), key=lambda i: (totals[i], -i))
-    plans = []
-    for i, (label, split) in enumerate(zip(labels, splits)):
-        present = " ".join(str(s.get("title", "")) for s in split).casefold()
-        gap = next((f[0] for f in GENERIC if f[0].casefold() not in present), "")
-        plans.append({"plan": label, "missing": "" if i == best else _fit(gap.lower(), 110),
-                      "chores": chore_count([str(s.get("title", "")) for s in split])})
-    best_chores = plans[best]["chores"]
-    for p in plans:  # a consistent judgment: the chosen one has no more chores than its peers
-        if p["missing"] == "" and p["chores"] < best_chores:
-            p["chores"] = best_chores
-    return {"plans": plans, "best": labels[best]}
+    facet = " ".join(title.split()).split(SEP, 1)[0].strip() if SEP in title else ""
+    if facet:
+        steps = [_fit(t, 58) for t, _d in _facet_steps(facet)[:4]]
+        return {"essential": (steps + [_fit(facet, 58)] * 4)[:4]}
+    topic = topic_of(title, str(ctx.get("goal", "")))
+    pool = [f[0] for f in GENERIC + PHASE if not chore_count([f[0]])]
+    pick = pool[_hash("criteria", scorer, title) % len(pool)]
+    return {"essential": [_fit(f"Book the {topic}", 58), _fit(f"Pay for the {topic}", 58),
+                          _fit(f"Finish the {topic}", 58), _fit(pick, 58)]}
 
 
 _DAYS = ("3", "5", "8", "10", "12", "14")
@@ -393,6 +400,28 @@ def _single_plan(ctx: Mapping[str, Any], sections: int = 4) -> str:
     return "\n".join(lines).strip()
 
 
+def _outline_plan(ctx: Mapping[str, Any]) -> str:
+    """A decomposer's draft of the whole plan as text: sections from its strategy's facets
+    (as ``_decompose`` picks them), each with the facet's concrete steps; a refinement takes
+    up one more facet."""
+    title = str(ctx.get("title", "")) or str(ctx.get("goal", ""))
+    strategy = str(ctx.get("strategy", ""))
+    max_children = max(2, int(ctx.get("max_children") or 4))
+    refined = bool(ctx.get("previous")) or bool(ctx.get("feedback"))
+    count = min(max_children, 3 + _hash("count", strategy, title) % 3 + (1 if refined else 0))
+    topic = topic_of(title, str(ctx.get("goal", "")))
+    lines = [f"Here is a plan for {title}:", ""]
+    facets = _facets_for(strategy, title, count)
+    names = " ".join(f[0] for f in facets).casefold()
+    facets += [(m, m, f"Get {m.lower()} done", True) for m in _missing(ctx) if m.casefold() not in names]
+    for i, (name, what, detail, _a) in enumerate(facets[:max_children], 1):
+        lines.append(f"Section {i}: {name}{SEP}{topic}")
+        for j, clause in enumerate(detail.replace("; ", ", ").split(", ")[:3], 1):
+            lines.append(f"{j}. {clause[:1].upper() + clause[1:]}.")
+        lines.append("")
+    return "\n".join(lines).strip()
+
+
 def _brief(ctx: Mapping[str, Any]) -> dict:
     goal = str(ctx.get("goal", ""))
     about = str(ctx.get("about", ""))
@@ -430,13 +459,15 @@ def scripted_answer(req: LLMRequest) -> dict:
     """The deterministic answer to ``req`` (valid as ``req.answer``)."""
     ctx = req.context or {}
     if req.free_text:
+        if ctx.get("outline"):
+            return {"text": _outline_plan(ctx)}
         return {"text": _single_plan(ctx, int(ctx.get("max_children") or 4))}
     if req.kind == "brief":
         return _brief(ctx)
     if req.kind == "decompose":
         return _decompose(ctx)
     if req.kind == "rank":
-        return _rank(ctx)
+        return _criteria(ctx)
     if req.kind == "review":
         return _review(ctx)
     if req.kind == "execute":
