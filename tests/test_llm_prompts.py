@@ -220,3 +220,13 @@ def test_an_action_cut_by_its_length_bound_keeps_its_whole_sentences():
     assert text.splitlines()[0] == ("- Research the city, its landmarks and attractions. Choose a hotel that is "
                                     "convenient for the family and offers good value for the budget (2027-10-02).")
     assert text.splitlines()[1] == "- Book Hotel Artemide on Via Nazionale (600 EUR)."
+
+
+def test_a_zero_cost_is_no_cost():
+    text = P.parse_execution({"actions": [
+        {"do": "Walk the Philosopher's Path", "cost": "about 0 EUR", "when": "2027-04-06"},
+        {"do": "Enter Kinkaku-ji", "cost": "500 JPY", "when": ""},
+        {"do": "Check the opening hours", "cost": "0", "when": ""},
+    ]}, currency="EUR")
+    assert text.splitlines() == ["- Walk the Philosopher's Path (2027-04-06).", "- Enter Kinkaku-ji (500 JPY).",
+                                 "- Check the opening hours."]

@@ -627,12 +627,17 @@ _BARE_AMOUNT = re.compile(r"^((?:about |around |approx\.? |~)?\d[\d,.']*)(\s*(?:
 _NO_VALUE = frozenset({"", "none", "n/a", "na", "free", "0", "0.0", "0.00", "-", "tbd", "unknown", "null"})
 
 
+_ZERO = re.compile(r"^(?:about |around |approx\.? |~)?(?:[$€£¥]\s?)?0+(?:[.,]0+)?(?:\s*[A-Za-z]{3}|\s*(?:euros?|dollars?|pounds?|yen))?$",
+                   re.IGNORECASE)
+
+
 def _extra(value: Any, currency: str) -> str:
     """A cost or date field as shown after its action: '' for the empty answers a small model
     writes (quotes, 'none', '0'); a bare number gets the brief's currency, since '(50)' says
     nothing and does not add up against the budget."""
     parts = [p.strip(" '\"`.;,") for p in _clean_text(value, 40).split(";")]
-    parts = [p for p in dict.fromkeys(parts) if p.casefold() not in _NO_VALUE]
+    # "0 EUR", "about 0 EUR": nothing paid, said as a price (seen on every free action)
+    parts = [p for p in dict.fromkeys(parts) if p.casefold() not in _NO_VALUE and not _ZERO.match(p)]
     if not parts:
         return ""
     text = "; ".join(parts)

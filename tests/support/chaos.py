@@ -659,7 +659,7 @@ class NetnsSwarm:
 
 
 class WatcherRun:
-    """The driver as a process in the watcher's namespace (``python tests/support/chaos.py
+    """The driver as a process in the watcher's namespace (``python -m support.chaos
     watch``): it waits for the agents, posts the goal and reports Watch snapshots as JSON
     lines; ChaosRun uses it like a DriverRun (``rt`` is None: use ``ChaosRun.snapshot``)."""
 
@@ -688,7 +688,7 @@ class WatcherRun:
 
         sw = self.sw
         issue_credential_file(sw.cfg, self.data_dir, LocalSwarm.TEST_ROLES)  # the watcher is a member
-        argv = [sys.executable, str(Path(__file__).resolve()), "watch", "--data", str(self.data_dir),
+        argv = [sys.executable, "-m", "support.chaos", "watch", "--data", str(self.data_dir),
                 "--authority", sw.cfg.authority_id or "",
                 "--out", str(self.out), "--title", title, "--key", sw.cfg.swarm_key,
                 "--peers", ",".join(sw.addr(c) for c in sw.children),
@@ -700,8 +700,8 @@ class WatcherRun:
                                       "max_rounds": sw.cfg.max_rounds})]
         with open(sw.root / "logs" / "watcher.log", "ab") as fh:
             self.proc = sw.net.popen(sw.watcher_host.ns, argv, stdout=fh, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(
-                                         Path(__file__).resolve().parents[2])})
+                                     stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                         str(p) for p in Path(__file__).resolve().parents[1:3])})
         log = self.sw.root / "logs" / "watcher.log"
         got = await until(lambda: self._poll().get("goal") or (self.proc.poll() is not None and "exit"),
                           self._timeout + 30, "the watcher to post the goal",
