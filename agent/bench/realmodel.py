@@ -60,6 +60,7 @@ class TreeSampler:
         self.samples = 0
         self.per_process: dict[str, int] = {}  # label -> peak RSS bytes
         self.mapping_model: set[str] = set()
+        self.loads: list[float] = []  # the machine's 1-minute load average at every sample
         self._labels: dict[int, str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="rss-sampler", daemon=True)
@@ -105,6 +106,7 @@ class TreeSampler:
         self.peak_rss = max(self.peak_rss, rss)
         self.peak_pss = max(self.peak_pss, pss)
         self.samples += 1
+        self.loads.append(os.getloadavg()[0])
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -115,7 +117,9 @@ class TreeSampler:
         mb = lambda b: round(b / 2**20, 1)  # noqa: E731
         return {"peak_rss_mb": mb(self.peak_rss), "peak_pss_mb": mb(self.peak_pss), "samples": self.samples,
                 "per_process_peak_rss_mb": {k: mb(v) for k, v in sorted(self.per_process.items())},
-                "processes_mapping_model": sorted(self.mapping_model)}
+                "processes_mapping_model": sorted(self.mapping_model),
+                "load_1min_min_median_max": [round(min(self.loads), 2), round(statistics.median(self.loads), 2),
+                                             round(max(self.loads), 2)] if self.loads else None}
 
 
 def _children_cpu_s() -> float:
@@ -123,6 +127,14 @@ def _children_cpu_s() -> float:
     stopped: their threads included)."""
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return ru.ru_utime + ru.ru_stime
+
+
+def _process_cpu_s(pid: int) -> float:
+    try:
+        t = psutil.Process(pid).cpu_times()
+    except psutil.Error:
+        return 0.0
+    return t.user + t.system
 
 
 def _load() -> list[float]:
@@ -184,6 +196,11 @@ def _summary(mode: str, run: Any, sampler: TreeSampler, cpu_s: float, load: list
                            "plan_wall_s": round(run.makespan_s, 2) if run.ok else None,
                            "ready_s": run.ready_s, "cpu_s": round(cpu_s, 1), "load": load,
                            **sampler.result(), **call_figures(run.calls), "plan_spent": run.spent}
+    completion = out["total"]["completion_tokens"]
+    if run.ok and completion:
+        # comparable across plans of different sizes (a stochastic model splits differently)
+        out["completion_tok_per_plan_s"] = round(completion / run.makespan_s, 2)
+        out["cpu_ms_per_completion_token"] = round(1000 * cpu_s / completion, 1)
     if run.ok and run.calls:
         ends = [c.end_ms for c in run.calls if c.end_ms is not None]
         start = min(c.start_ms for c in run.calls)
@@ -298,6 +315,8 @@ def run_shared(model: str, root: Path, goal: str, timeout: float, shape: dict[st
                     single_out = {"mode": "single", "ok": False, "error": f"{type(exc).__name__}: {exc}"}
                 log(f"  single call: {single_out.get('plan_wall_s')} s, "
                     f"{single_out.get('completion_tokens')} completion tokens")
+            # the server's CPU so far (start, the single call) is not the swarm's
+            cpu0 += _process_cpu_s(srv.proc.pid)
             run = run_swarm(0.0, root, goal=goal, llm="openai", timeout=timeout, ready_timeout=900,
                             extra_env=dict(cfg.extra_env), tag="realmodel", **shape)
             server["metrics"] = _server_metrics(srv.base_url, srv.key_file)
@@ -397,6 +416,9 @@ def table(res: dict[str, Any]) -> list[str]:
         return "ok" if r.get("ok") else ("FAILED: " + str(r.get("error", ""))[:120] if r else "not run")
 
     def load(r: dict) -> str:
+        if r.get("load_1min_min_median_max"):
+            lo, med, hi = r["load_1min_min_median_max"]
+            return f"{lo:.1f} / {med:.1f} / {hi:.1f}"
         ls = [x[0] for x in r.get("load") or []]
         return f"{min(ls):.1f}-{max(ls):.1f}" if ls else "-"
 
@@ -412,6 +434,7 @@ def table(res: dict[str, Any]) -> list[str]:
         ("prompt / completion tokens (calls)", tok),
         ("completion tok/s per call, median (generation)", lambda r: _f(r.get("tok_s_per_call_median"))),
         ("completion tok/s per call, median (wall, queue incl.)", lambda r: _f(r.get("tok_s_per_call_wall_median"))),
+        ("completion tokens / plan wall s (all calls together)", lambda r: _f(r.get("completion_tok_per_plan_s"))),
         ("LLM calls in flight, mean", lambda r: _f(r.get("calls_in_flight_mean"))),
         ("prompt-cache hit rate (cached / prompt tokens)",
          lambda r: f"{r['cache_hit_rate']:.1%}" if r.get("cache_hit_rate") is not None else "-"),
@@ -419,9 +442,10 @@ def table(res: dict[str, Any]) -> list[str]:
         ("peak PSS MB, all processes summed", lambda r: _f(r.get("peak_pss_mb"), "{:,.0f}")),
         ("processes that mapped the model", lambda r: str(len(r["processes_mapping_model"]))
          if "processes_mapping_model" in r else "-"),
-        ("CPU s, all processes", lambda r: _f(r.get("cpu_s"), "{:.0f}")),
+        ("CPU s, all processes (from start to stop)", lambda r: _f(r.get("cpu_s"), "{:.0f}")),
+        ("CPU ms per completion token", lambda r: _f(r.get("cpu_ms_per_completion_token"), "{:.1f}")),
         ("plan nodes", lambda r: _f(r.get("nodes"))),
-        ("load average (1 min)", load),
+        ("load average, 1 min (min / median / max)", load),
     ]
     lines += ["| | per-agent models | shared server | single call |", "|---|---|---|---|"]
     for name, fn in rows:
