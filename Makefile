@@ -20,7 +20,7 @@ help:
 	@echo "make test      run the whole test suite"
 	@echo "make up        start the Compose cluster (SCALE_SCORERS=5 SCALE_EXECUTORS=2 OLLAMA_MODEL=...)"
 	@echo "make chaos     submit a goal, kill decomposer-2 mid-plan, watch the plan complete"
-	@echo "make bench     benchmarks: swarm vs central orchestrator, votes, claims, core, Ollama, late join (BENCH_ARGS=...)"
+	@echo "make bench     benchmarks: swarm vs central orchestrator, votes, claims, core, Ollama, late join, scale, real model (MODEL=... BENCH_ARGS=...)"
 	@echo "make sweep     simulator sweep: SEEDS=0..9999 FAULTS=all (prints failing seeds, seeds/s)"
 	@echo "make eval      plan-quality benchmark (EVAL_MODEL=qwen2.5-1.5b EVAL_ARGS='--limit 3')"
 	@echo "make worfbench WorFBench WikiHow node F1, single call vs swarm (WORF_ARGS='--limit 10')"
@@ -79,8 +79,9 @@ sweep: install
 	$(PY) -m agent simulate --seeds $(SEEDS) --faults $(FAULTS)
 
 BENCH_ARGS ?=
-bench: install
-	nice -n 5 $(PY) -m agent bench $(BENCH_ARGS)
+# the realmodel section runs MODEL (installed first, as for make demo): make bench MODEL=smollm2-135m
+bench: install models
+	nice -n 5 $(PY) -m agent bench --real-model $(MODEL) $(BENCH_ARGS)
 
 clean:
 	rm -rf out data .pytest_cache

@@ -64,6 +64,8 @@ class CallRecord:
     outcome: str = "running"  # answered | cancelled | error
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    tokens_per_second: float | None = None  # the server's generation rate for it, when it says
+    cached_tokens: int | None = None  # prompt tokens the server took from its cache, when it says
 
 
 @dataclass

@@ -151,18 +151,26 @@ def simulate(
 
 @app.command()
 def bench(
-    sections: str = typer.Option("overhead,votes,claims,core,ollama,latejoin,scale",
-                                 help="comma list of: overhead, votes, claims, core, ollama, latejoin, scale"),
+    sections: str = typer.Option("overhead,votes,claims,core,ollama,latejoin,scale,realmodel",
+                                 help="comma list of: overhead, votes, claims, core, ollama, latejoin, scale, "
+                                      "realmodel"),
     latency: str = typer.Option("0.2,2", help="scripted LLM latencies (s) for the overhead section"),
     repeats: int = typer.Option(3, min=1, help="runs per latency (medians are reported)"),
     core_sizes: str = typer.Option("10000,100000", help="event counts for the core section"),
     latejoin_events: int = typer.Option(10_000, min=1, help="events in the peers' logs (latejoin section)"),
     scale_sizes: str = typer.Option("10,20,30", help="agent processes per run (scale section)"),
+    real_model: str = typer.Option("qwen2.5-1.5b", help="embedded model of the realmodel section "
+                                   "(smollm2-135m | qwen2.5-0.5b | qwen2.5-1.5b; `make models MODEL=...` installs it)"),
+    real_goal: str = typer.Option("Plan a two-week trip to Japan", help="the realmodel section's goal"),
+    real_parallel: Optional[int] = typer.Option(None, min=1, help="the realmodel section's shared server: "
+                                                "slots (default: serve-llm's)"),
+    real_threads: Optional[int] = typer.Option(None, min=1, help="the realmodel section's shared server: "
+                                               "threads (default: serve-llm's)"),
     out: Optional[Path] = typer.Option(None, help="JSON output (default out/bench-<time>.json; a .md beside)"),
     keep: Optional[Path] = typer.Option(None, help="keep every swarm's directory (logs, keys) under this one"),
 ) -> None:
     """Benchmarks: the swarm against a central baseline, vote latency, claim races, core, Ollama,
-    late join, scale."""
+    late join, scale, a real model (a copy per agent against one shared server)."""
     import time
 
     from agent.bench.run import SECTIONS, main as run_bench
@@ -171,12 +179,23 @@ def bench(
     unknown = set(chosen) - set(SECTIONS)
     if unknown:
         _fail(f"unknown sections {sorted(unknown)}; known: {', '.join(SECTIONS)}", 2)
+    if "realmodel" in chosen:
+        from agent.llm import models
+        from agent.llm.base import LLMError
+
+        try:
+            models.resolve(real_model)  # checked before any section runs
+        except LLMError as exc:
+            _fail(f"--real-model {real_model}: {exc}", 2)
+        if not real_goal.strip():
+            _fail("--real-goal is empty", 2)
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
     run_bench(chosen, [float(x) for x in latency.split(",") if x.strip()], repeats,
               out or Path("out") / time.strftime("bench-%Y%m%d-%H%M%S.json"),
               [int(x) for x in core_sizes.split(",") if x.strip()], keep, latejoin_events,
-              [int(x) for x in scale_sizes.split(",") if x.strip()])
+              [int(x) for x in scale_sizes.split(",") if x.strip()], real_model, real_goal,
+              real_parallel, real_threads)
 
 
 def main() -> None:

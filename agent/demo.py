@@ -57,6 +57,7 @@ class DemoConfig:
     # agent reaches over HTTP; False: each agent loads its own copy (the old way, for comparison)
     shared_llm: bool = True
     llm_parallel: int | None = None  # the shared server's slots (default: agent.llm.server's)
+    llm_threads: int | None = None  # the shared server's threads (default: agent.llm.server's)
     # every demo is a private swarm of its own (with --mdns it would otherwise join, and be
     # joined by, any other open swarm named "demo" on the network)
     swarm_key: str = field(default_factory=lambda: generate_swarm_key(), repr=False)
@@ -354,7 +355,8 @@ def start_shared_server(cfg: DemoConfig, root: Path, console: Console):
     console.print(f"starting one shared LLM server ({model}); log in {root / 'logs' / 'llm-server.log'}",
                   highlight=False, markup=False)
     srv = spawn_server(log_path=root / "logs" / "llm-server.log", key_file=root / "llm-server.key",
-                       model=model, parallel=cfg.llm_parallel, die_with_parent=True)
+                       model=model, parallel=cfg.llm_parallel, threads=cfg.llm_threads,
+                       die_with_parent=True)
     env = srv.env()
     # one server for every agent: a request may wait behind one of every other agent
     env.setdefault("SWARM_LLM_TIMEOUT", os.environ.get("SWARM_LLM_TIMEOUT", "600"))

@@ -45,14 +45,17 @@ def declare_llm_series(role: str, backend: str) -> None:
         metrics.LLM_ERRORS.labels(role=role, backend=backend, kind=kind)
 
 
-async def ask(llm: LLM, req: LLMRequest, role: str) -> LLMReply:
-    """One LLM request, timed and counted; errors propagate to the caller."""
+async def ask(llm: LLM, req: LLMRequest, role: str, timing: dict[str, Any] | None = None) -> LLMReply:
+    """One LLM request, timed and counted; errors propagate to the caller. ``timing`` gets what
+    the server said about the call (``Answer.timing``), when it says."""
     t0 = time.perf_counter()
     try:
         complete = getattr(llm, "complete", None)
         if complete is not None:
             ans = await complete(req)
             metrics.count_tokens(role, ans.prompt_tokens, ans.completion_tokens)
+            if timing is not None and ans.timing:
+                timing.update({k: v for k, v in ans.timing.items() if v is not None})
             return LLMReply(ans.value, ans.prompt_tokens, ans.completion_tokens)
         return LLMReply(await llm.generate(req))
     except LLMError as exc:
@@ -154,13 +157,17 @@ class Driver:
     async def _ask(self, ticket: int, req: LLMRequest, scope: trio.CancelScope) -> None:
         assert self.llm is not None
         t0 = time.perf_counter()
+        timing: dict[str, Any] = {}
         with scope:
             try:
-                answer: Any = await ask(self.llm, req, self.role)
+                answer: Any = await ask(self.llm, req, self.role, timing)
             except LLMError as exc:
                 answer = exc
+            # the call's tokens and the server's figures: what `bench --sections realmodel` reads
+            tokens = ({} if isinstance(answer, LLMError) else
+                      {"prompt_tokens": answer.prompt_tokens, "completion_tokens": answer.completion_tokens})
             self.log.info("llm.answer", ticket=ticket, kind=req.kind, seconds=round(time.perf_counter() - t0, 4),
-                          outcome="error" if isinstance(answer, LLMError) else "answered")
+                          outcome="error" if isinstance(answer, LLMError) else "answered", **tokens, **timing)
             self._answer(ticket, answer)
 
     async def _sync(self, ticket: int, confirm: str | None = None) -> None:

@@ -161,6 +161,8 @@ async def test_execute_with_the_real_model(llm):
     assert 1 <= len(parse_execution(answer.value)) <= 4000
     # the counts are llama.cpp's own: the prompt alone is dozens of tokens
     assert answer.prompt_tokens > 50 and answer.completion_tokens > 3
+    # what its server said of the call, which the driver logs for the bench
+    assert answer.timing["tokens_per_second"] > 0 and 0 <= answer.timing["cached_tokens"] < answer.prompt_tokens
 
 
 @pytest.mark.slow

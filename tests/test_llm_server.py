@@ -169,10 +169,14 @@ async def test_a_shared_prefix_is_computed_once(server):
     llm = backend(server)
     await llm.complete(text_request("Name one garden in Tokyo.", seed=11))
     first = llm.last_timings
-    await llm.complete(text_request("Name one train line.", seed=12))
+    answer = await llm.complete(text_request("Name one train line.", seed=12))
     second = llm.last_timings
     # the system message (hundreds of tokens) came from the cache the second time
     assert second["cached_tokens"] >= 0.8 * (first["prompt_tokens"] - 30), (first, second)
+    # and the answer says so to the driver, which logs it for the bench (hit rate, tokens/s)
+    assert answer.timing == {"cached_tokens": second["cached_tokens"],
+                             "tokens_per_second": second["tokens_per_second"]}
+    assert answer.timing["tokens_per_second"] > 0
     await llm.aclose()
 
 

@@ -4,7 +4,8 @@ Sections: overhead (swarm vs the central baseline at each LLM latency, with the 
 breakdown), votes (vote latency in a 10-agent swarm), claims (claim races: 5 executors, 200+
 leaves), core (fold throughput, one incremental update at 10k and 100k events), ollama (one
 queue-modelling fake Ollama server under 8 and 16 closed-loop agents), scale (N agent processes to completion), latejoin (a fresh
-observer joining 3 agents holding 10,000 events: time to an equal digest, bytes pulled). Noise: repeats and
+observer joining 3 agents holding 10,000 events: time to an equal digest, bytes pulled), realmodel (the demo's
+swarm on an embedded model, a copy per agent against one shared server, and one direct call). Noise: repeats and
 medians; the machine's load average is recorded with every figure (2 cores, shared)."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any, Callable
 
 from agent.bench.critical import CATEGORIES
 
-SECTIONS = ("overhead", "votes", "claims", "core", "ollama", "latejoin", "scale")
+SECTIONS = ("overhead", "votes", "claims", "core", "ollama", "latejoin", "scale", "realmodel")
 
 
 def _ollama(log: Callable[[str], None]) -> dict[str, Any]:
@@ -165,12 +166,21 @@ def table(res: dict[str, Any]) -> str:
         lines.append("")
         lines += scale_table(sc)
         lines.append("")
+    rm = res.get("realmodel")
+    if rm:
+        from agent.bench.realmodel import table as realmodel_table
+
+        lines.append("## Real model: a model copy per agent vs one shared server, and one direct call")
+        lines += realmodel_table(rm)
+        lines.append("")
     return "\n".join(lines)
 
 
 def main(sections: list[str], latencies: list[float], repeats: int, out: Path, core_sizes: list[int],
          keep: Path | None = None, latejoin_events: int = 10_000,
-         scale_sizes: list[int] | None = None) -> dict[str, Any]:
+         scale_sizes: list[int] | None = None, real_model: str = "qwen2.5-1.5b",
+         real_goal: str | None = None, real_parallel: int | None = None,
+         real_threads: int | None = None) -> dict[str, Any]:
     from agent.logging import configure_logging
 
     configure_logging("json", "error")
@@ -212,6 +222,11 @@ def main(sections: list[str], latencies: list[float], repeats: int, out: Path, c
         else:
             with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
                 res["scale"] = scale.main(sizes, Path(tmp))
+    if "realmodel" in sections:
+        from agent.bench import realmodel
+
+        res["realmodel"] = realmodel.run(real_model, real_goal or realmodel.GOAL, keep=keep, log=log,
+                                         parallel=real_parallel, threads=real_threads)
     res["load_end"] = [round(x, 2) for x in os.getloadavg()]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=1))

@@ -36,6 +36,9 @@ class SwarmRun:
     root: Path | None = None
     ok: bool = True
     error: str = ""
+    ready_s: float | None = None  # processes started -> every agent announced (its LLM loaded)
+    tree: Any = None  # the submitter's tree once the goal was done
+    spent: dict[str, list[int]] = field(default_factory=dict)  # LLM kind -> [prompt, completion] (the fold's)
 
 
 def write_key(data_dir: Path, name: str, tag: str = "bench") -> None:
@@ -81,6 +84,10 @@ def parse_agent_log(path: Path, name: str, role: str) -> tuple[list[CallRecord],
             if rec is not None:
                 rec.end_ms = _ms(ts)
                 rec.outcome = d.get("outcome", "answered") if ev == "llm.answer" else "cancelled"
+                rec.prompt_tokens = int(d.get("prompt_tokens") or 0)
+                rec.completion_tokens = int(d.get("completion_tokens") or 0)
+                rec.tokens_per_second = d.get("tokens_per_second")
+                rec.cached_tokens = d.get("cached_tokens")
         elif ev == "sync.done":
             end = _ms(ts)
             syncs.append((name, end - 1000 * float(d.get("seconds", 0)), end))
@@ -92,7 +99,8 @@ def parse_agent_log(path: Path, name: str, role: str) -> tuple[list[CallRecord],
 
 
 async def _drive(children: list[Child], root: Path, goal: Any, cfg: DemoConfig, timeout: float,
-                 warmup: float) -> tuple[str, float, list[Event]]:
+                 warmup: float, ready_timeout: float = 120.0, info: dict[str, Any] | None = None,
+                 ) -> tuple[str, float, list[Event]]:
     settings = load_settings(
         swarm="demo", data_dir=root / "client", listen_host="127.0.0.1", listen_port=0,
         peers=[c.addr for c in children], mdns=False, scorers=cfg.scorers, max_depth=cfg.max_depth,
@@ -103,14 +111,16 @@ async def _drive(children: list[Child], root: Path, goal: Any, cfg: DemoConfig, 
     issue_credential_file(cfg, root / "client", ["submitter", "observer"])
     rt = open_runtime(settings, "submitter")
     agents = [c for c in children if c.role != "observer"]
+    info = {} if info is None else info
     async with trio.open_nursery() as nursery:
         await nursery.start(rt.run)
-        with trio.fail_after(120):
+        with trio.fail_after(ready_timeout):
             while not all(rt.plan.roles.get(c.peer_id) for c in agents):
                 dead = [c.name for c in children if c.proc and c.proc.poll() is not None]
                 if dead:
                     raise RuntimeError(f"agents exited: {dead}")
                 await trio.sleep(0.1)
+        info["ready_at"] = time.monotonic()
         await trio.sleep(warmup)  # every agent past its startup sync
         electorate = [c.peer_id for c in children if c.role == "scorer"]
         titles = goal if isinstance(goal, list) else [goal]
@@ -124,6 +134,8 @@ async def _drive(children: list[Child], root: Path, goal: Any, cfg: DemoConfig, 
         await trio.sleep(0.5)
         await rt.net.sync_all()
         events = sorted(rt.plan.events.values(), key=lambda e: (e.order, e.id))
+        info["tree"] = rt.tree()
+        info["spent"] = {k: list(v) for k, v in rt.plan.spent.get(g.id, {}).items()}
         nursery.cancel_scope.cancel()
     return g.id, makespan, events
 
@@ -132,10 +144,12 @@ def run_swarm(latency: float, root: Path, *, goal: Any = "Plan a two-week trip t
               decomposers: int = 3, scorers: int = 3, executors: int = 2, observers: int = 0,
               max_depth: int = 2, max_children: int = 4, max_rounds: int = 2,
               extra_env: dict[str, str] | None = None, tag: str = "bench", timeout: float = 900.0,
-              warmup: float = 1.0) -> SwarmRun:
-    """One goal, start to done, on a fresh swarm under ``root``; every process is stopped."""
+              warmup: float = 1.0, llm: str = "scripted", model: str | None = None,
+              ready_timeout: float = 120.0) -> SwarmRun:
+    """One goal, start to done, on a fresh swarm under ``root``; every process is stopped.
+    ``llm``/``model``: the agents' backend (SWARM_LLM) and embedded model, as the demo's."""
     cfg = DemoConfig(goal=goal if isinstance(goal, str) else goal[0], decomposers=decomposers, scorers=scorers, executors=executors,
-                     observers=observers, llm="scripted", scripted_latency=latency, web=False,
+                     observers=observers, llm=llm, model=model, scripted_latency=latency, web=False,
                      max_depth=max_depth, max_children=max_children, max_rounds=max_rounds,
                      extra_env={"SWARM_LOG_LEVEL": "info", **(extra_env or {})})
     (root / "logs").mkdir(parents=True, exist_ok=True)
@@ -145,9 +159,11 @@ def run_swarm(latency: float, root: Path, *, goal: Any = "Plan a two-week trip t
             write_key(root / f"{role}-{i + 1}", f"{role}-{i + 1}", tag)
     write_key(root / "client", "submitter", tag)
     children = plan_children(cfg, root)
+    info: dict[str, Any] = {}
+    t_start = time.monotonic()
     start(cfg, children, root / "logs")
     try:
-        gid, makespan, events = trio.run(_drive, children, root, goal, cfg, timeout, warmup)
+        gid, makespan, events = trio.run(_drive, children, root, goal, cfg, timeout, warmup, ready_timeout, info)
         ok, error = True, ""
     except Exception as exc:  # a failed run is reported, not raised: the table says so
         gid, makespan, events, ok, error = "", float("nan"), [], False, f"{type(exc).__name__}: {exc}"
@@ -162,7 +178,9 @@ def run_swarm(latency: float, root: Path, *, goal: Any = "Plan a two-week trip t
         syncs += ss
         accepted[c.name] = acc
     names = {c.peer_id: c.name for c in children}
-    return SwarmRun(gid, makespan, events, calls, syncs, names, accepted, root, ok, error)
+    ready_s = round(info["ready_at"] - t_start, 2) if "ready_at" in info else None
+    return SwarmRun(gid, makespan, events, calls, syncs, names, accepted, root, ok, error, ready_s,
+                    info.get("tree"), info.get("spent", {}))
 
 
 __all__ = ["SwarmRun", "parse_agent_log", "run_swarm", "write_key"]

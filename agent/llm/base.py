@@ -57,6 +57,10 @@ class Answer:
     value: dict
     prompt_tokens: int
     completion_tokens: int
+    # what the server said about the call, when it says (benchmarks read it from the agents'
+    # logs): ``tokens_per_second`` (completion tokens over the server's generation time),
+    # ``cached_tokens`` (prompt tokens taken from its prompt cache); None when it says nothing
+    timing: Mapping[str, Any] | None = field(default=None, compare=False)
 
 
 def estimate_tokens(text: str) -> int:

@@ -222,7 +222,10 @@ class LlamaCppLLM(LLM):
                             finish_reason=choice.get("finish_reason"))
                 continue
             log.debug("llm.llamacpp.answer", kind=req.kind, **self.last_timings)
-            return Answer(answer, prompt_tokens, completion_tokens)
+            cached = timings.get("cache_n")
+            return Answer(answer, prompt_tokens, completion_tokens, timing={
+                "tokens_per_second": timings.get("predicted_per_second"),
+                "cached_tokens": None if cached is None else int(cached)})
         raise LLMBadOutput(
             f"llama.cpp gave no valid {req.kind} answer in {attempts} attempt(s): {last}"
         )

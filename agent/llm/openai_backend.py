@@ -384,7 +384,8 @@ class OpenAILLM(LLM):
             raise LLMBadOutput(f"{exc}{cut}") from None
         self._record(timing)
         log.debug("llm.openai.answer", **timing.as_dict())
-        return Answer(value, *spent)
+        return Answer(value, *spent, timing={"tokens_per_second": timing.tokens_per_second,
+                                             "cached_tokens": timing.cached_tokens})
 
     def _record(self, timing: CallTiming) -> None:
         self.calls.append(timing)
