@@ -148,6 +148,14 @@ def test_the_single_calls_text_and_the_swarms_tree_become_one_shape():
         assert md.startswith(f"# {JAPAN.title}\n") and "## 1. Getting there" in md
 
 
+def test_a_root_done_as_one_task_is_read_as_one_step():
+    root = {"title": JAPAN.title, "result": {"output": "- Fly to Tokyo (2026-04-01).\n- Kyoto by Shinkansen."},
+            "children": []}
+    doc_ = from_tree_json(root)
+    assert [s.text for s in doc_.steps] == ["- Fly to Tokyo (2026-04-01).\n- Kyoto by Shinkansen."]
+    assert "Kyoto by Shinkansen" in markdown(doc_) and plan_metrics(doc_)["words"] > 0
+
+
 def test_every_goal_has_aspects_and_a_distinct_domain_mix():
     assert len(GOALS) == 12 and all(len(g.aspects) >= 4 for g in GOALS)
     assert len({g.domain for g in GOALS}) >= 10 and len({g.id for g in GOALS}) == 12

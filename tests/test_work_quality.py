@@ -565,3 +565,21 @@ def test_a_refinement_is_asked_for_the_missing_work_the_electors_agree_on():
         sc("c", "missing: Book a flight; Purchase a passport")])
     # flights are missing for all three; a car, a visa and a passport for one elector each
     assert work.agreed_missing(p) == ["Book return flights"]
+
+
+def test_a_local_project_is_budgeted_in_the_money_of_its_place_and_next_may_is_may():
+    """qwen2.5-1.5b's brief for a run in Leeds "next May": 10000 EUR, January to February."""
+    from agent.core import facts
+    goal = "Organize a charity 5K run in Leeds for 300 runners next May"
+    b = facts.normalized_brief({"duration": "6 weeks", "dates": "2027-01-12 to 2027-02-22",
+                                "budget": "10000 EUR", "currency": "EUR"}, goal, "2026-12-04")
+    assert b["currency"] == "GBP" and b["budget"] == "10,000 GBP"
+    assert b["dates"].startswith("2027-05-01")
+    # a journey is budgeted in the traveller's money; a goal's own money always wins
+    trip = facts.normalized_brief({"budget": "3000 EUR", "currency": "EUR"}, "Plan a two-week trip to Japan")
+    assert trip["currency"] == "EUR" and trip["budget"] == "3000 EUR"
+    own = facts.normalized_brief({"budget": "900 EUR", "currency": "EUR"}, "A party in Leeds for 400 USD")
+    assert own["currency"] == "USD"
+    assert facts.local_currency("Move from Berlin to Lisbon") == "EUR"
+    assert facts.local_currency("Move from London to Lisbon") is None
+    assert facts.months_in("it may rain next week") == []

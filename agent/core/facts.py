@@ -82,7 +82,8 @@ def months_in(text: str) -> list[tuple[int | None, int]]:
         name, day, year = m.group(1), m.group(2), m.group(3)
         before = text[max(0, m.start() - 9):m.start()].lower()
         if name == "May" and not (day or year) and not before.endswith(
-                ("in ", "of ", "during ", "early ", "late ", "mid-", "mid ", "until ", "by ")):
+                ("in ", "of ", "during ", "early ", "late ", "mid-", "mid ", "until ", "by ", "next ",
+                 "this ", "last ", "each ", "every ")):
             continue
         if name in ("Mar", "Jun", "Jul", "Sep", "Oct", "Dec", "Jan", "Feb", "Apr", "Aug", "Nov", "Sept") \
                 and not (day or year):
@@ -493,7 +494,32 @@ def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> di
         code = goal_money[0][1][0]
         if (out.get("currency") or "").upper() != code:
             out["currency"] = code
+    elif not goal_money:
+        local = local_currency(goal)
+        if local and (out.get("currency") or "").upper() != local:
+            # "10000 EUR" for a run in Leeds was seen with qwen2.5-1.5b: the place's own money
+            out["currency"] = local
+        budget = money_in(out.get("budget", ""))
+        if local and budget and local not in budget[0][1]:
+            out["budget"] = f"{budget[0][0]:,.0f} {local}"
     return out
+
+
+_JOURNEY = re.compile(r"\b(?:trips?|travel\w*|visit\w*|holidays?|vacations?|tours?|journey\w*|honeymoon|"
+                      r"itinerar\w+|backpack\w*|cruise)\b", re.I)
+
+
+def local_currency(goal: str) -> str | None:
+    """The one currency of every country the goal names (a run in Leeds: GBP; Berlin to
+    Lisbon: EUR); None when it names none or countries of different currencies, and for a
+    journey (a traveller budgets in the money of home, which the goal does not say)."""
+    from agent.core.places import gazetteer
+
+    if _JOURNEY.search(goal):
+        return None
+    g = gazetteer()
+    codes = {g.currencies.get(c) for c in g.countries_in(goal)}
+    return codes.pop() if len(codes) == 1 and None not in codes else None
 
 
 def brief_problems(brief: Mapping[str, str], goal: str, today: str = "") -> list[str]:

@@ -62,6 +62,8 @@ def from_tree_json(root: Mapping[str, Any]) -> PlanDoc:
         sections.append(Step(str(c.get("title", "")), _result(c), 1, str(c.get("title", ""))))
         walk(c, 1, str(c.get("title", "")))
     summary = _result(root) if root.get("children") else ""
+    if not root.get("children"):  # the root done as one task (no split was decided): its result is the plan
+        steps.append(Step(str(root.get("title", "")), _result(root), 1, ""))
     from agent.render import plan_costs
 
     return PlanDoc(str(root.get("title", "")), steps, summary, dict(root.get("brief") or {}), sections,
