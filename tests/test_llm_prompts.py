@@ -207,7 +207,7 @@ def test_an_outline_step_that_repeats_its_label_keeps_it_once():
     req = P.execute_request(P.Frame("Three days in Rome"), path=["Three days in Rome"], title="Explore the City",
                             description=subs[0]["description"])
     assert "This step: Explore the City\nDraft of this step: Visit the Colosseum to see the arena." in req.prompt
-    assert "keep its real names" in req.prompt
+    assert "keep the places, products and choices it names" in req.prompt
 
 
 def test_an_action_cut_by_its_length_bound_keeps_its_whole_sentences():

@@ -442,6 +442,13 @@ def settled_dates(dates: str, length: int | None, today: str, goal: str = "") ->
         if named:
             start = _dt.date(named[0][0], named[0][1], 1)
     months = [m for _y, m in months_in(goal)]
+    if months and t is not None and _PREPARES.search(goal) and not _JOURNEY.search(goal):
+        # an event to get ready for ("a charity run next May"): the work runs up to its month,
+        # not from it (qwen2.5-1.5b's plan set the venue up in June for a run on May 30th)
+        year = t.year if months[0] >= t.month else t.year + 1
+        end = (_dt.date(year + (months[0] == 12), months[0] % 12 + 1, 1) - _dt.timedelta(days=1))
+        begin = end - _dt.timedelta(days=length - 1) if length else t
+        return f"{max(begin, t).isoformat()} to {end.isoformat()}"
     if months and t is not None and (start is None or start < t or start.month not in months):
         # the goal's own month wins over a brief that names none, a past one or another one
         # ("a trip in May" settled to today's December was seen with qwen2.5-1.5b)
@@ -505,6 +512,9 @@ def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> di
     return out
 
 
+_PREPARES = re.compile(r"\b(?:organi[sz]e\w*|host\w*|arrang\w+|throw\w*|stag(?:e|ing)|hold(?:ing)?|"
+                       r"prepar\w+|plan\w*)\b(?!\s+(?:a |an |the |my |our )?(?:\w+\s+){0,2}(?:garden|vegetables?|"
+                       r"trees?|seeds?)\b(?!\s+part))", re.I)
 _JOURNEY = re.compile(r"\b(?:trips?|travel\w*|visit\w*|holidays?|vacations?|tours?|journey\w*|honeymoon|"
                       r"itinerar\w+|backpack\w*|cruise)\b", re.I)
 

@@ -591,7 +591,7 @@ def execute_request(
         # the step's own text, wrote generic actions; told it is the draft to keep and
         # develop, it kept the named places and added what was missing
         lines.append(f"Draft of this step: {_clip(description, 500)}")
-        lines.append("Its actions carry out the draft in order: keep its real names and choices, drop what is "
+        lines.append("Its actions carry out the draft in order: keep the places, products and choices it names, drop what is "
                      "wrong for the goal or belongs to another step, and add what is missing.")
     if window:
         lines.append(f"This step's part of the schedule: {window} (what must be booked, bought or "
