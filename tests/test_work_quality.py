@@ -583,3 +583,7 @@ def test_a_local_project_is_budgeted_in_the_money_of_its_place_and_next_may_is_m
     assert facts.local_currency("Move from Berlin to Lisbon") == "EUR"
     assert facts.local_currency("Move from London to Lisbon") is None
     assert facts.months_in("it may rain next week") == []
+    # the work of a trip, a planting or a stay happens in its month
+    for g in ("Plan a trip to Lisbon next May", "Plant tomatoes next May", "Stay in a hostel in Porto next May"):
+        assert facts.settled_dates("", 14, "2026-12-04", g) == "2027-05-01 to 2027-05-14", g
+    assert facts.settled_dates("", 14, "2026-12-04", "Host a garden party next May") == "2027-05-18 to 2027-05-31"

@@ -512,8 +512,8 @@ def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> di
     return out
 
 
-_PREPARES = re.compile(r"\b(?:organi[sz]e\w*|host\w*|arrang\w+|throw\w*|stag(?:e|ing)|hold(?:ing)?|"
-                       r"prepar\w+|plan\w*)\b(?!\s+(?:a |an |the |my |our )?(?:\w+\s+){0,2}(?:garden|vegetables?|"
+_PREPARES = re.compile(r"\b(?:organi[sz](?:e|es|ed|ing)|host(?:s|ed|ing)?|arrang\w+|throw(?:s|ing)?|stag(?:e|ing)|"
+                       r"hold(?:s|ing)?|prepar\w+|plan(?:s|ned|ning)?)\b(?!\s+(?:a |an |the |my |our )?(?:\w+\s+){0,2}(?:garden|vegetables?|"
                        r"trees?|seeds?)\b(?!\s+part))", re.I)
 _JOURNEY = re.compile(r"\b(?:trips?|travel\w*|visit\w*|holidays?|vacations?|tours?|journey\w*|honeymoon|"
                       r"itinerar\w+|backpack\w*|cruise)\b", re.I)
