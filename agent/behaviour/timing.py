@@ -13,8 +13,16 @@ class Timing:
     proposal_window_min_ms: int = 1_500
     proposal_window_max_ms: int = 120_000
     proposal_window_ratio: float = 2.0
-    # A node nobody proposes for (no decomposer alive) is voted on anyway after this.
+    # A node nobody proposes for (no decomposer alive) is voted on anyway after this, or after
+    # open_timeout_ratio times the longest wait for a slot's first entry seen so far (a brief,
+    # a split), whichever is later, up to open_timeout_max_ms: on a loaded machine a decomposer's
+    # whole-plan draft (about 900 tokens) queued behind others took longer than the fixed 600 s,
+    # and the root was done as one task while three decomposers were still writing. A brief is
+    # about a tenth of a draft's tokens, hence the ratio; a dead decomposer still costs at most
+    # the cap.
     open_timeout_ms: int = 600_000
+    open_timeout_ratio: float = 8.0
+    open_timeout_max_ms: int = 3_600_000
     # Electors wait this long for the rapporteur's reading of a result (its LLM call) before
     # they vote on their own checks alone.
     review_window_ms: int = 90_000

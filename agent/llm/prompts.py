@@ -360,13 +360,25 @@ def _unlabelled(item: Any) -> str:
 
 def parse_outline(text: str, *, max_children: int) -> list[dict]:
     """The sections of a plan written as text, as subgoals (in order; each section's steps in
-    its description); a plan without sections gives its steps. ``LLMBadOutput`` when fewer
-    than two remain."""
-    from agent.llm.outline import parse_plan_text
+    its description); a plan without sections gives its steps. Headings that frame the plan
+    (its title over everything, an overview, a conclusion: ``outline.is_frame``) are not
+    parts of the work: a framing heading with the real sections under it gives those sections.
+    ``LLMBadOutput`` when fewer than two remain."""
+    from agent.llm.outline import is_frame, parse_plan_text
 
     tp = parse_plan_text(text)
     parts: list[tuple[str, str]] = []
-    for sec in tp.sections:
+    work = [sec for sec in tp.sections if sec.nested or not is_frame(sec.title)]
+    # one heading over every other (the model's "Plan for ..." or "1. The 5K run" with 1.1 ...
+    # under it), or a framing heading with the plan under it: its sub-headings are the parts
+    wrappers = [sec for sec in work if sec.nested and len(sec.items) >= 2]
+    flatten = {id(sec) for sec in wrappers if is_frame(sec.title, over_sections=True) or len(work) - 1 < 2}
+    if len(flatten) > 1:
+        flatten = set()
+    for sec in work:
+        if id(sec) in flatten:
+            parts += [(i.title, _unlabelled(i)) for i in sec.items if not is_frame(i.title)]
+            continue
         steps = "; ".join(_clip(_unlabelled(i), 160) for i in sec.items) or sec.text
         parts.append((sec.title, steps))
     if len(parts) < 2:
