@@ -260,3 +260,16 @@ def test_headings_that_frame_the_plan_are_not_its_parts():
     text = "## Plan for race day\n- Start at 9:00.\n## Thank the volunteers\n- Send cards."
     assert [s["title"] for s in P.parse_outline(text, max_children=6)] == ["Plan for race day",
                                                                           "Thank the volunteers"]
+
+
+def test_an_action_that_pays_nothing_by_its_nature_gets_no_cost():
+    # qwen2.5-1.5b filled the cost field on every action ("Define the Event Coordinator (50 GBP)")
+    text = P.parse_execution({"actions": [
+        {"do": "Define the Event Coordinator's duties", "cost": "50 GBP", "when": "2027-05-01"},
+        {"do": "Research venues in Leeds", "cost": "200", "when": ""},
+        {"do": "Book Roundhay Park for the run", "cost": "800 GBP", "when": "2027-03-01"},
+        {"do": "Compare three caterers and pay the Leeds Bakery 300 GBP", "cost": "300 GBP", "when": ""}]},
+        currency="GBP")
+    assert text.splitlines() == ["- Define the Event Coordinator's duties (2027-05-01).", "- Research venues in Leeds.",
+                                 "- Book Roundhay Park for the run (800 GBP; 2027-03-01).",
+                                 "- Compare three caterers and pay the Leeds Bakery 300 GBP."]

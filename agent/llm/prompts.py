@@ -659,6 +659,18 @@ def _extra(value: Any, currency: str) -> str:
     return text
 
 
+# Actions that pay nothing by their nature: the 1.5B model fills the cost field anyway ("Define
+# the Event Coordinator (50 GBP)", "Research venues (200 EUR)"), and those figures took plans
+# past their budgets and read as nonsense. A figure the action itself names is kept.
+_UNPAID = re.compile(
+    r"^(?:define|decide|research|plan|list|draft|outline|write down|meet|contact|"
+    r"email|e-mail|call|phone|review|check|compare|identify|determine|discuss|agree|confirm|"
+    r"announce|thank|collect|gather feedback|evaluate|assess|estimate|calculate|set up a meeting|"
+    r"create a (?:list|schedule|timeline|checklist|budget|plan)|make a (?:list|schedule|plan|budget)|"
+    r"brainstorm|note|track|monitor|inform|notify|remind|prepare a (?:list|schedule|plan|budget))\b",
+    re.IGNORECASE)
+
+
 def parse_execution(answer: Any, *, currency: str = "") -> str:
     """The step's result as text: one line per action, "- Do this (cost; when)."."""
     a = parse_as(ExecuteAnswer, answer, "execution result")
@@ -673,7 +685,7 @@ def parse_execution(answer: Any, *, currency: str = "") -> str:
             continue
         seen.add(do.casefold())
         # (a small model often writes the cost and date into the action too: not twice)
-        cost = _extra(act.cost, currency)
+        cost = "" if _UNPAID.match(do) else _extra(act.cost, currency)
         when = _extra(act.when, "")
         extra = []
         for x in (cost, when):
