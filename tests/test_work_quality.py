@@ -616,3 +616,15 @@ def test_a_step_dated_after_the_plans_last_day_or_before_today_goes_back():
                for p in work.result_checks(tree, leaf, past, synthesis=False))
     ahead = "- Buy a 7-day Japan Rail Pass for 2 adults on 2027-03-10 (600 EUR).\n- Ride the Yamanote line on 2027-04-03."
     assert work.result_checks(tree, leaf, ahead, synthesis=False) == []  # booked ahead: fine
+
+
+def test_a_move_is_one_way():
+    from agent.core import facts as fx
+
+    goal = "Move a family of four from Berlin to Lisbon for a new job"
+    facts = fx.brief_facts({"place": "Lisbon", "currency": "EUR"}, goal)
+    text = "- Book the TAP flight to Lisbon for 4 people on 2027-02-01 (800 EUR).\n- Prepare for the return flight."
+    assert any("treats the move as a round trip ('return flight')" in p for p in fx.result_problems(text, facts, goal=goal))
+    assert not any("round trip" in p for p in fx.result_problems(text, facts, goal="Plan a week in Lisbon"))
+    assert any("round trip" in p for p in fx.brief_problems({"done": "The family is back home in Berlin"}, goal))
+    assert not fx.round_trip("Move the furniture back home", "Move house furniture to the attic")
