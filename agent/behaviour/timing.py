@@ -19,10 +19,11 @@ class Timing:
     # whole-plan draft (about 900 tokens) queued behind others took longer than the fixed 600 s,
     # and the root was done as one task while three decomposers were still writing. A brief is
     # about a tenth of a draft's tokens, hence the ratio; a dead decomposer still costs at most
-    # the cap.
+    # the cap (twice the fixed timeout, so a goal whose decomposers all died still ends well
+    # inside the simulator's two-hour liveness bound).
     open_timeout_ms: int = 600_000
     open_timeout_ratio: float = 8.0
-    open_timeout_max_ms: int = 3_600_000
+    open_timeout_max_ms: int = 1_200_000
     # Electors wait this long for the rapporteur's reading of a result (its LLM call) before
     # they vote on their own checks alone.
     review_window_ms: int = 90_000
