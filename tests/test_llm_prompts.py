@@ -273,3 +273,15 @@ def test_an_action_that_pays_nothing_by_its_nature_gets_no_cost():
     assert text.splitlines() == ["- Define the Event Coordinator's duties (2027-05-01).", "- Research venues in Leeds.",
                                  "- Book Roundhay Park for the run (800 GBP; 2027-03-01).",
                                  "- Compare three caterers and pay the Leeds Bakery 300 GBP."]
+
+
+def test_the_fields_written_into_an_action_become_its_fields():
+    # measured: "Schedule 2 weeks of baking training ... Cost: 2,000 CAD, when: 2027-01-09 to 2027-01-26."
+    text = P.parse_execution({"actions": [
+        {"do": "Schedule 2 weeks of baking training at George Brown College. Cost: 2,000 CAD, when: "
+               "2027-01-09 to 2027-01-26.", "cost": "", "when": ""},
+        {"do": "Buy flour at Costco Cost: 300 CAD", "cost": "", "when": "2027-01-10"},
+        {"do": "Decide the cost: what to charge per loaf", "cost": "", "when": ""}]}, currency="CAD")
+    assert text.splitlines() == [
+        "- Schedule 2 weeks of baking training at George Brown College (2,000 CAD; 2027-01-09 to 2027-01-26).",
+        "- Buy flour at Costco (300 CAD; 2027-01-10).", "- Decide the cost: what to charge per loaf."]

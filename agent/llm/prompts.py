@@ -671,6 +671,19 @@ _UNPAID = re.compile(
     re.IGNORECASE)
 
 
+# the answer's fields written into the action's text ("Prepare a list of recipes. Cost: 2,000
+# CAD, when: 2027-01-09 to 2027-01-26", measured): taken out and used as the fields
+_FIELDS_IN = re.compile(r"[\s.,;]*\(?\s*\bcost\s*:\s*(?P<cost>[^,;()\d]{0,12}\d(?:[^,;()]|,(?=\d{3}))*?)"
+                        r"(?:\s*[,;]?\s*\bwhen\s*:\s*(?P<when>[^()]*?))?\s*\)?[\s.]*$", re.IGNORECASE)
+
+
+def _fields_in(text: str) -> tuple[str, str, str]:
+    m = _FIELDS_IN.search(text)
+    if not m or m.start() == 0:
+        return text, "", ""
+    return text[:m.start()], (m.group("cost") or "").strip(), (m.group("when") or "").strip()
+
+
 def parse_execution(answer: Any, *, currency: str = "") -> str:
     """The step's result as text: one line per action, "- Do this (cost; when)."."""
     a = parse_as(ExecuteAnswer, answer, "execution result")
@@ -680,13 +693,14 @@ def parse_execution(answer: Any, *, currency: str = "") -> str:
         raw = act.do
         if len(raw) >= ACTION_MAX - 5:  # cut by its length bound ("... Consider the"): its whole sentences
             raw = _whole(raw) or raw
+        raw, said_cost, said_when = _fields_in(raw)
         do = _sentence(raw)
         if not do or do.casefold() in seen:
             continue
         seen.add(do.casefold())
         # (a small model often writes the cost and date into the action too: not twice)
-        cost = "" if _UNPAID.match(do) else _extra(act.cost, currency)
-        when = _extra(act.when, "")
+        cost = "" if _UNPAID.match(do) else _extra(act.cost if _extra(act.cost, currency) else said_cost, currency)
+        when = _extra(act.when if _extra(act.when, "") else said_when, "")
         extra = []
         for x in (cost, when):
             if x and x.casefold() not in do.casefold() and x.casefold() not in (e.casefold() for e in extra):
