@@ -19,15 +19,15 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.behaviour import Decomposer, Executor, Scorer
+from agent.behaviour import make as make_behaviour, strategy_for
 from agent.behaviour.base import Behaviour
-from agent.behaviour.timing import STARTUP_GRACE_MS, NetMeter
-from agent.behaviour.work import DEFAULT_STRATEGIES as STRATEGIES  # the demo's, in the same order
 from agent.behaviour.effects import (
     Ask, Cancel, Count, Effect, LLMReply, Log, Metric, Observe, Publish, PublishFailed, SyncDone,
     SyncPeers, WakeAt,
 )
-from agent.core.events import Credential, Event, Goal, Hello, PlanParams, decode_event, majority, sign_event
+from agent.core.events import (
+    Credential, Event, Goal, Hello, PlanParams, decode_event, quorum_for, sign_event,
+)
 from agent.core.hlc import Timestamp
 from agent.core.identity import Identity
 from agent.core.intake import Intake, IntakeConfig, Status
@@ -35,8 +35,9 @@ from agent.core.membership import Membership, issue_credential
 from agent.core.plan import Plan
 from agent.core.reasons import Rejected
 from agent.core.skew import ClockCorrection, counts_for_clock, hold_back_until
-from agent.core.tree import Tree, derive
-from agent.eventlog import MemoryLog
+from agent.core.tree import Tree
+from agent.shell import AgentShell, Tally, route
+from agent.store import MemoryLog
 from agent.llm.base import LLMRequest, LLMUnavailable
 from agent.llm.scripted import scripted_answer
 
@@ -62,8 +63,9 @@ class SimAgent:
     name: str
     role: str
     identity: Identity
-    log: MemoryLog = field(default_factory=MemoryLog)
-    intake: Intake = field(default_factory=Intake)
+    # its intake, log, tree and measure of gossip: what every driver keeps (a restart makes a
+    # new one over the same log)
+    shell: AgentShell = field(default_factory=lambda: AgentShell(Intake(), MemoryLog()))
     behaviour: Behaviour | None = None
     epoch: int = 0
     crashed: bool = False
@@ -82,14 +84,10 @@ class SimAgent:
     strategy: str = "by phase"
     ids_hash: int = 0  # xor of event-id hashes: a cheap fingerprint of the event set
     cursors: dict[int, int] = field(default_factory=dict)  # peer -> how far its log was pulled
-    meter: NetMeter = field(default_factory=NetMeter)  # what its driver measures of gossip
-    ready_at: int | None = None
     # a restart's view is provisional until a sync answered: it may lack received events the
     # crash lost (a torn last line, events held in memory while the disk was full)
     synced: bool = True
     credential: Credential | None = None  # its membership credential (None: a stranger)
-    _tree: Tree | None = None
-    _tree_version: int = -1
 
     @property
     def me(self) -> str:
@@ -99,12 +97,16 @@ class SimAgent:
     def up(self) -> bool:
         return not self.crashed and self.paused_until is None
 
+    @property
+    def intake(self) -> Intake:
+        return self.shell.intake
+
+    @property
+    def log(self) -> MemoryLog:
+        return self.shell.log  # type: ignore[return-value]  (the simulator gives every agent one)
+
     def tree(self, now: int) -> Tree:
-        t = self._tree
-        if t is None or self._tree_version != self.intake.plan.version or not t.now_ms <= now < t.valid_until:
-            t = self._tree = derive(self.intake.plan, now, prev=t)
-            self._tree_version = self.intake.plan.version
-        return t
+        return self.shell.tree(now)
 
 
 @dataclass
@@ -117,14 +119,22 @@ class SimStats:
     llm_calls: dict[str, int] = field(default_factory=dict)
     llm_cancelled: int = 0
     llm_wasted: int = 0  # answers that arrived for work nobody wanted any more
-    metrics: dict[str, float] = field(default_factory=dict)
+    tally: Tally = field(default_factory=Tally)  # the behaviours' metric effects
     rejected: dict[str, int] = field(default_factory=dict)
     injected: list[str] = field(default_factory=list)
     done_ms: int | None = None
     virtual_ms: int = 0
     held_back: int = 0  # publishes that waited for the agent's stamps to be within the bound
-    first_round_tables: list[int] = field(default_factory=list)  # proposals on the table at prevote
     executions: dict[str, set] = field(default_factory=dict)  # task -> claims that spent LLM work on it
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        return self.tally.totals
+
+    @property
+    def first_round_tables(self) -> list[int]:
+        """Per first-round prevote, the proposals on the table."""
+        return [int(v) for v in self.tally.observed.get(Metric.PROPOSALS_SCORED.value, [])]
 
 
 class Simulation:
@@ -167,9 +177,9 @@ class Simulation:
         for i, role in enumerate(roles):
             counts[role] = counts.get(role, 0) + 1
             name = f"{role}-{counts[role]}"
-            a = SimAgent(i, name, role, self._ident(name), intake=self._new_intake())
+            a = SimAgent(i, name, role, self._ident(name), self._new_shell())
             a.credential = self._credential(a)
-            a.strategy = STRATEGIES[(counts[role] - 1) % len(STRATEGIES)]
+            a.strategy = strategy_for(counts[role] - 1)
             if f.skew_ms:
                 a.skew = self.rng.randint(-f.skew_ms, f.skew_ms)
             self.agents.append(a)
@@ -193,20 +203,17 @@ class Simulation:
         for a in self.agents:
             if a.role == "stranger":
                 a.byzantine = True
-        electorate = sorted(a.me for a in self.agents if a.role == "scorer")
-        n = len(electorate)
-        # fewer than 2q - n liars keep a decision safe (agent.core.consensus): q > (n + f) / 2
-        quorum = cfg.quorum or majority(n + f.byzantine)
+        self.params = PlanParams.of((a.me for a in self.agents if a.role == "scorer"), cfg.quorum,
+                                    liars=f.byzantine, max_depth=cfg.max_depth,
+                                    max_children=cfg.max_children, max_rounds=cfg.max_rounds,
+                                    max_lease_ms=cfg.max_lease_ms, brief=cfg.brief,
+                                    max_attempts=cfg.max_attempts, token_budget=cfg.token_budget)
+        n, quorum = len(self.params.electorate), self.params.quorum
         if f.byzantine and not f.byzantine < 2 * quorum - n:
             raise ValueError(f"{f.byzantine} Byzantine electors exceed the bound for quorum {quorum} of {n}")
-        self.params = PlanParams(electorate=tuple(electorate), quorum=quorum, max_depth=cfg.max_depth,
-                                 max_children=cfg.max_children, max_rounds=cfg.max_rounds,
-                                 max_lease_ms=cfg.max_lease_ms, brief=cfg.brief,
-                                 max_attempts=cfg.max_attempts if cfg.max_attempts > 1 else 0,
-                                 token_budget=cfg.token_budget)
 
-    def _new_intake(self) -> Intake:
-        return Intake(self.intake_config, Plan(self.membership))
+    def _new_shell(self, log: MemoryLog | None = None) -> AgentShell:
+        return AgentShell(Intake(self.intake_config, Plan(self.membership)), log or MemoryLog())
 
     def _credential(self, a: SimAgent) -> Credential | None:
         """What the swarm's authority issued to ``a`` (a stranger gets nothing)."""
@@ -220,18 +227,16 @@ class Simulation:
         if self.cfg.behaviour_seed is not None:
             seed = self.cfg.behaviour_seed
         t = self.cfg.timing
-        if a.role == "decomposer":
-            return Decomposer(a.me, t, seed, strategy=a.strategy)
-        if a.role == "scorer":
-            cls = EquivocatingScorer if a.byzantine else Scorer
-            return cls(a.me, t, seed)
-        if a.role == "executor":
-            if a.name.endswith("-insider"):
-                return InsiderExecutor(a.me, t, seed, active_until=START_MS + self.cfg.fault_phase_ms)
-            cls = SquatterExecutor if a.byzantine else Executor
-            return cls(a.me, t, seed)
+        if a.role == "scorer" and a.byzantine:
+            return EquivocatingScorer(a.me, t, seed)
+        if a.role == "executor" and a.name.endswith("-insider"):
+            return InsiderExecutor(a.me, t, seed, active_until=START_MS + self.cfg.fault_phase_ms)
+        if a.role == "executor" and a.byzantine:
+            return SquatterExecutor(a.me, t, seed)
         if a.role == "stranger":
             return StrangerVoter(a.me, t, seed)
+        if a.role in ("decomposer", "scorer", "executor"):
+            return make_behaviour(a.role, a.me, t, seed, strategy=a.strategy)
         return None
 
     def local(self, a: SimAgent) -> int:
@@ -270,11 +275,10 @@ class Simulation:
         now = self.local(a)
         if isinstance(body, Hello) and a.credential is not None:
             body = body.model_copy(update={"credential": a.credential})
-        released: list[Event] = []
-        ev = a.intake.sign(a.identity, body, now, released)
-        self._stored(a, ev)
-        for e in released:  # others' events ours unblocked: stored too (as the runtime does)
+        signed = a.shell.sign(a.identity, body, now)
+        for e in signed:
             self._stored(a, e)
+        ev = signed[0]
         self.stats.events_published += 1
         self.origin[ev.id] = a.idx
         self.gossip(a, ev.raw)
@@ -320,7 +324,7 @@ class Simulation:
             # (a pending event's stamp is not checked yet: agent.runtime)
             self._sample_clock(b, ev)
         if ev in offer.accepted and source != "self":
-            b.meter.delivered(source.startswith("sync"), now - ev.hlc.wall, now)
+            b.shell.delivered(ev, source, now)
         return self._took(b, offer)
 
     def _took(self, b: SimAgent, offer: Any) -> bool:
@@ -475,7 +479,7 @@ class Simulation:
             for _ in range(count):
                 n = sum(1 for a in self.agents if a.role == role) + 1
                 name = f"{role}-{n}"
-                a = SimAgent(len(self.agents), name, role, self._ident(name), intake=self._new_intake())
+                a = SimAgent(len(self.agents), name, role, self._ident(name), self._new_shell())
                 a.credential = self._credential(a)
                 a.behaviour = self._behaviour(a)
                 self.agents.insert(len(self.agents) - 1, a)  # the observer stays last
@@ -635,7 +639,7 @@ class Simulation:
         a.synced = False
         a.paused_until = None
         a.buffered.clear()
-        a.intake = Intake(a.intake.config, Plan(self.membership))
+        a.shell = AgentShell(Intake(a.intake.config, Plan(self.membership)), a.log)
         a.cursors = {}
         events = [e for raw in a.log.records if (e := self._decode(raw)) is not None]
         a.intake.restore(events, self.local(a))
@@ -643,11 +647,9 @@ class Simulation:
         for e in a.intake.plan.events.values():
             a.ids_hash ^= int(e.id[:16], 16)
         a.behaviour = self._behaviour(a)
-        a.meter, a.ready_at = NetMeter(), None
         a.clock, a.clock_checked = ClockCorrection(a.intake.config.max_ahead_ms), 0  # a new process
         a.wake_at = None
         a.dirty = True
-        a._tree = None
         self.stats.injected.append(f"{self.now - START_MS} ms: restart {a.name} from {len(a.log)} stored events")
 
     # ------------------------------------------------------------------ behaviours
@@ -659,7 +661,7 @@ class Simulation:
             for a in dirty:
                 a.dirty = False
                 now = self.local(a)
-                self._net_view(a, now)
+                a.shell.hand_net_view(a.behaviour, now)
                 effects = a.behaviour.poll(a.tree(now), now)
                 self._run(a, effects)
             for a in self.agents:
@@ -669,15 +671,8 @@ class Simulation:
     def _answer(self, a: SimAgent, ticket: int, answer: Any) -> None:
         assert a.behaviour is not None
         now = self.local(a)
-        self._net_view(a, now)
+        a.shell.hand_net_view(a.behaviour, now)
         self._run(a, a.behaviour.answered(ticket, answer, a.tree(now), now))
-
-    def _net_view(self, a: SimAgent, now: int) -> None:
-        """What the real driver hands a behaviour: its measure of gossip (agent.driver)."""
-        assert a.behaviour is not None
-        if a.ready_at is None and a.behaviour.ready:
-            a.ready_at = now
-        a.behaviour.net = a.meter.view(now, None if a.ready_at is None else a.ready_at + STARTUP_GRACE_MS)
 
     def _run(self, a: SimAgent, effects: list[Effect], held: bool = False) -> None:
         if a.deferred:  # a publish before these waits: they come after it, in order
@@ -695,48 +690,53 @@ class Simulation:
             if a.deferred:  # an answered ticket below held back: the rest wait too
                 a.deferred.extend(effects[k:])
                 return
-            if isinstance(eff, ForgedPublish):
-                self._forge(a, eff)
-            elif isinstance(eff, SybilPublish):
+            if isinstance(eff, SybilPublish):  # the simulator's own effect: no driver has it
                 self._sybil(a, eff)
-            elif isinstance(eff, Publish):
-                try:
-                    ev = self.publish(a, eff.body)
-                    answer: Any = ev
-                except Rejected as exc:
-                    # a behaviour published what its own fold refuses: a bug, surfaced
-                    raise AssertionError(f"{a.name} published an invalid {eff.body.type}: {exc}") from exc
-                if eff.ticket is not None:
-                    self._answer(a, eff.ticket, answer)
-            elif isinstance(eff, Ask):
-                task = getattr(a.behaviour, "task", None)
-                if task is not None and getattr(task, "claim", None) is not None:
-                    self.stats.executions.setdefault(getattr(task, "key", task.node), set()).add(task.claim)
-                kind = eff.request.kind
-                a.asks[eff.ticket] = kind
-                self.stats.llm_calls[kind] = self.stats.llm_calls.get(kind, 0) + 1
-                self.at(self.now + self._llm_ms(kind), "llm", a.idx, (a.epoch, eff.ticket, eff.request))
-            elif isinstance(eff, Cancel):
-                if a.asks.pop(eff.ticket, None) is not None:
-                    self.stats.llm_cancelled += 1
-            elif isinstance(eff, SyncPeers):
-                peers = [b for b in self.agents if b is not a and b.up and self.reachable(a.idx, b.idx)]
-                self._request_sync(a, peers, eff.ticket, eff.confirm)
-            elif isinstance(eff, WakeAt):
-                at = self._to_virtual(a, eff.at_ms)
-                if a.wake_at is None or at < a.wake_at or a.wake_at <= self.now:
-                    a.wake_at = max(at, self.now + 1)
-                    self.at(a.wake_at, "wake", a.idx, a.epoch)
-            elif isinstance(eff, (Count, Observe)):
-                key = eff.metric.value
-                self.stats.metrics[key] = self.stats.metrics.get(key, 0.0) + eff.value
-                if isinstance(eff, Observe) and eff.metric is Metric.PROPOSALS_SCORED:
-                    self.stats.first_round_tables.append(int(eff.value))
-            elif isinstance(eff, Log):
-                if self.cfg.trace:
-                    self.trace.append((self.now - START_MS, a.name, eff.event, dict(eff.fields)))
             else:
-                raise TypeError(f"unknown effect {eff!r}")
+                getattr(self, route(eff))(a, eff)
+
+    # ------------------------------------------------------------------ effects (agent.shell.effects)
+    def on_publish(self, a: SimAgent, eff: Publish) -> None:
+        if isinstance(eff, ForgedPublish):
+            self._forge(a, eff)
+            return
+        try:
+            ev = self.publish(a, eff.body)
+        except Rejected as exc:
+            # a behaviour published what its own fold refuses: a bug, surfaced
+            raise AssertionError(f"{a.name} published an invalid {eff.body.type}: {exc}") from exc
+        if eff.ticket is not None:
+            self._answer(a, eff.ticket, ev)
+
+    def on_ask(self, a: SimAgent, eff: Ask) -> None:
+        task = getattr(a.behaviour, "task", None)
+        if task is not None and getattr(task, "claim", None) is not None:
+            self.stats.executions.setdefault(getattr(task, "key", task.node), set()).add(task.claim)
+        kind = eff.request.kind
+        a.asks[eff.ticket] = kind
+        self.stats.llm_calls[kind] = self.stats.llm_calls.get(kind, 0) + 1
+        self.at(self.now + self._llm_ms(kind), "llm", a.idx, (a.epoch, eff.ticket, eff.request))
+
+    def on_cancel(self, a: SimAgent, eff: Cancel) -> None:
+        if a.asks.pop(eff.ticket, None) is not None:
+            self.stats.llm_cancelled += 1
+
+    def on_sync(self, a: SimAgent, eff: SyncPeers) -> None:
+        peers = [b for b in self.agents if b is not a and b.up and self.reachable(a.idx, b.idx)]
+        self._request_sync(a, peers, eff.ticket, eff.confirm)
+
+    def on_wake(self, a: SimAgent, eff: WakeAt) -> None:
+        at = self._to_virtual(a, eff.at_ms)
+        if a.wake_at is None or at < a.wake_at or a.wake_at <= self.now:
+            a.wake_at = max(at, self.now + 1)
+            self.at(a.wake_at, "wake", a.idx, a.epoch)
+
+    def on_metric(self, a: SimAgent, eff: Count | Observe) -> None:
+        self.stats.tally.record(eff)
+
+    def on_log(self, a: SimAgent, eff: Log) -> None:
+        if self.cfg.trace:
+            self.trace.append((self.now - START_MS, a.name, eff.event, dict(eff.fields)))
 
     def _forge(self, a: SimAgent, eff: "ForgedPublish") -> None:
         """A Byzantine member's event: signed with a back-dated stamp if it likes, sent without
@@ -764,7 +764,7 @@ class Simulation:
             electorate = sorted({sim_identity(self.cfg.seed, f"{a.name}/extra-{k}").peer_id for k in body.keys})
             body = Goal(title="a goal decided by its submitter's own keys",
                         params=self.params.model_copy(update={"electorate": tuple(electorate),
-                                                              "quorum": majority(len(electorate))}))
+                                                              "quorum": quorum_for(len(electorate))}))
         if eff.stolen and isinstance(body, Hello) and a.credential is not None:
             body = body.model_copy(update={"credential": a.credential})
         now = self.local(a)
