@@ -1,20 +1,21 @@
 """A deterministic, fault-injecting simulation of a whole swarm in virtual time.
 
-The agents are the real thing below the I/O line: the same `Intake` (validate, clock bound,
-fold) and the same behaviour objects (`agent.behaviour`) as the trio runtime; this module is
-only their second driver. It models what the real world does to them: gossip delays with long
-tails, loss, duplication, reordering, partitions that heal, anti-entropy sync, crashes and
-restarts from the stored log (with a torn last write), pauses longer than a lease, per-agent
-clock skew, slow, failing and garbage-answering LLMs, and Byzantine members within the
-documented bound. One seed gives one run; `agent.sim.checker` checks the invariants after
-every step.
+The agents are the real thing below the I/O line: the same shell (`agent.shell`: intake, log,
+tree, net view) and the same behaviour objects (`agent.behaviour`) as the trio runtime; this
+module holds the agents and is their second driver (it executes their effects in virtual
+time). What the world does to them is split by who owns it: the network (`network.py`: gossip
+delays with long tails, loss, duplication, reordering, partitions that heal, anti-entropy
+sync), the fault plan (`faults.py`: when partitions, crashes and pauses happen), the LLM
+(`llm.py`: slow, failing and garbage-answering), and here what a fault does to an agent:
+crashes and restarts from the stored log (with a torn last write), pauses longer than a
+lease, per-agent clock skew, Byzantine members within the documented bound. One seed gives
+one run; `agent.sim.checker` checks the invariants after every step.
 """
 
 from __future__ import annotations
 
 import hashlib
 import heapq
-import math
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,11 +23,11 @@ from typing import Any
 from agent.behaviour import make as make_behaviour, strategy_for
 from agent.behaviour.base import Behaviour
 from agent.behaviour.effects import (
-    Ask, Cancel, Count, Effect, LLMReply, Log, Metric, Observe, Publish, PublishFailed, SyncDone,
+    Ask, Cancel, Count, Effect, Log, Metric, Observe, Publish, PublishFailed, SyncDone,
     SyncPeers, WakeAt,
 )
 from agent.core.events import (
-    Credential, Event, Goal, Hello, PlanParams, decode_event, quorum_for, sign_event,
+    Credential, Event, Goal, Hello, PlanParams, quorum_for, sign_event,
 )
 from agent.core.hlc import Timestamp
 from agent.core.identity import Identity
@@ -38,8 +39,6 @@ from agent.core.skew import ClockCorrection, counts_for_clock, hold_back_until
 from agent.core.tree import Tree
 from agent.shell import AgentShell, Tally, route
 from agent.store import MemoryLog
-from agent.llm.base import LLMRequest, LLMUnavailable
-from agent.llm.scripted import scripted_answer
 
 from .checker import Checker
 from .byzantine import (
@@ -47,6 +46,9 @@ from .byzantine import (
     SybilPublish,
 )
 from .config import START_MS, SimConfig
+from .faults import schedule_faults
+from .llm import SimLLM
+from .network import SimNetwork
 
 CLOCK_CHECK_MS = 500  # how often a runtime re-estimates its clock (agent.runtime housekeeping)
 
@@ -146,8 +148,9 @@ class Simulation:
         self.heap: list[tuple[int, int, str, int, Any]] = []
         self.stats = SimStats()
         self.agents: list[SimAgent] = []
-        self.partition: dict[int, int] | None = None  # agent -> group while partitioned
-        self.decoded: dict[bytes, Event] = {}
+        # what the world does to the agents, each drawing from the one generator above
+        self.net = SimNetwork(cfg, self.rng, self.stats, self.agents, lambda: self.now, self.at)
+        self.llm = SimLLM(cfg, self.rng, lambda: self.now)
         self.retracted: set[str] = set()  # own events torn before they were published
         self.sybil_ids: set[str] = set()  # events signed by an insider's extra keys
         self.sybil_authors: set[str] = set()  # an insider's extra keys
@@ -259,17 +262,6 @@ class Simulation:
         self.seq += 1
         heapq.heappush(self.heap, (when, self.seq, kind, idx, payload))
 
-    def _delay(self) -> int:
-        f, r = self.cfg.faults, self.rng.random()
-        if r < f.very_slow and self.now < START_MS + self.cfg.fault_phase_ms:
-            return self.rng.randint(30_000, 60_000)
-        if r < f.very_slow + f.slow:
-            return self.rng.randint(500, 5_000)
-        return self.rng.randint(3, 60)
-
-    def reachable(self, i: int, j: int) -> bool:
-        return self.partition is None or self.partition[i] == self.partition[j]
-
     # ------------------------------------------------------------------ publishing
     def publish(self, a: SimAgent, body: Any) -> Event:
         now = self.local(a)
@@ -281,40 +273,16 @@ class Simulation:
         ev = signed[0]
         self.stats.events_published += 1
         self.origin[ev.id] = a.idx
-        self.gossip(a, ev.raw)
+        self.net.gossip(a, ev.raw)
         return ev
-
-    def gossip(self, a: SimAgent, raw: bytes) -> None:
-        f = self.cfg.faults
-        in_faults = self.now < START_MS + self.cfg.fault_phase_ms
-        for b in self.agents:
-            if b is a:
-                continue
-            if in_faults and self.rng.random() < f.loss:
-                self.stats.lost += 1
-                continue
-            self.at(self.now + self._delay(), "deliver", b.idx, (raw, a.idx))
-            if in_faults and self.rng.random() < f.dup:
-                self.stats.duplicated += 1
-                self.at(self.now + self._delay(), "deliver", b.idx, (raw, a.idx))
 
     def _stored(self, a: SimAgent, ev: Event) -> None:
         a.log.append(ev.raw)
         a.ids_hash ^= int(ev.id[:16], 16)
         a.dirty = True
 
-    def _decode(self, raw: bytes) -> Event | None:
-        ev = self.decoded.get(raw)
-        if ev is None:
-            try:
-                ev = decode_event(raw)
-            except Rejected:
-                return None
-            self.decoded[raw] = ev
-        return ev
-
     def offer(self, b: SimAgent, raw: bytes, source: str) -> bool:
-        ev = self._decode(raw)
+        ev = self.net.decode(raw)
         if ev is None or ev.id in self.retracted:
             return False
         now = self.local(b)
@@ -350,7 +318,7 @@ class Simulation:
         self._post_goal()
         for a in self.agents:
             self.at(self.now + self.rng.randint(0, self.cfg.sync_interval_ms), "antientropy", a.idx)
-        self._plan_faults()
+        schedule_faults(self.cfg, self.rng, self.now, self.agents, self.at)
 
     def _post_goal(self) -> None:
         """The submitter publishes the goal once it holds every elector's hello (a real one
@@ -370,27 +338,6 @@ class Simulation:
 
     def by_name(self, name: str) -> SimAgent:
         return next(a for a in self.agents if a.name == name)
-
-    def _plan_faults(self) -> None:
-        for at, action, args in self.cfg.script:
-            self.at(self.now + at, "script", -1, (action, args))
-        f, cfg = self.cfg.faults, self.cfg
-        span = cfg.fault_phase_ms
-        movable = [a for a in self.agents if a.role in ("decomposer", "scorer", "executor", "observer")]
-        for _ in range(f.partitions):
-            t0 = self.now + self.rng.randint(0, span // 2)
-            dur = self.rng.randint(5_000, span // 2)
-            self.at(t0, "partition", -1, None)
-            self.at(min(t0 + dur, START_MS + span), "heal", -1, None)
-        for _ in range(f.crashes):
-            a = self.rng.choice(movable)
-            t0 = self.now + self.rng.randint(0, span)
-            self.at(t0, "crash", a.idx, None)
-            self.at(t0 + self.rng.randint(1_000, 40_000), "restart", a.idx, None)
-        for _ in range(f.pauses):
-            a = self.rng.choice(movable)
-            t0 = self.now + self.rng.randint(0, span)
-            self.at(t0, "pause", a.idx, self.rng.randint(cfg.timing.lease_ms + 1_000, 2 * cfg.timing.lease_ms + 5_000))
 
     def run(self) -> SimStats:
         if self.checker is None:
@@ -432,7 +379,7 @@ class Simulation:
     def quiesce(self) -> None:
         """Heal everything and let every agent pull every other's log until nothing is new:
         what the real swarm's anti-entropy reaches given time."""
-        self.partition = None
+        self.net.partition = None
         for a in self.agents:
             if a.crashed:
                 self._restart(a)
@@ -451,7 +398,7 @@ class Simulation:
                 for b in self.agents:
                     if a is not b:
                         for raw in b.log.records:
-                            ev = self._decode(raw)
+                            ev = self.net.decode(raw)
                             if ev is not None and not a.intake.knows(ev.id):
                                 new += self.offer(a, raw, "sync:" + b.me)
             if not new:
@@ -465,7 +412,7 @@ class Simulation:
             for g, names in enumerate(args):
                 for name in names:
                     groups[self.by_name(name).idx] = g
-            self.partition = groups
+            self.net.partition = groups
             self.stats.injected.append(f"{self.now - START_MS} ms: partition {args}")
         elif action == "heal":
             self._handle("heal", -1, None)
@@ -485,11 +432,11 @@ class Simulation:
                 self.agents.insert(len(self.agents) - 1, a)  # the observer stays last
                 for i, b in enumerate(self.agents):
                     b.idx = i
-                if self.partition is not None:
-                    self.partition = {b.idx: self.partition.get(b.idx, 0) for b in self.agents}
+                if self.net.partition is not None:
+                    self.net.partition = {b.idx: self.net.partition.get(b.idx, 0) for b in self.agents}
                 self.stats.injected.append(f"{self.now - START_MS} ms: {name} joins")
                 self.publish(a, Hello(role=role, name=name))
-                self._request_sync(a, [b for b in self.agents if b is not a and b.up], None)
+                self.net.request_sync(a, [b for b in self.agents if b is not a and b.up], None)
                 self.at(self.now + self.cfg.sync_interval_ms, "antientropy", a.idx)
         else:
             raise ValueError(f"unknown scripted action {action!r}")
@@ -500,13 +447,13 @@ class Simulation:
             return
         if kind == "partition":
             groups = {a.idx: self.rng.randint(0, 1) for a in self.agents}
-            self.partition = groups
+            self.net.partition = groups
             self.stats.injected.append(f"{self.now - START_MS} ms: partition "
                                        + " | ".join(",".join(a.name for a in self.agents if groups[a.idx] == g) for g in (0, 1)))
             return
         if kind == "heal":
-            if self.partition is not None:
-                self.partition = None
+            if self.net.partition is not None:
+                self.net.partition = None
                 self.stats.injected.append(f"{self.now - START_MS} ms: heal")
             return
         a = self.agents[idx]
@@ -555,13 +502,13 @@ class Simulation:
             return
         if kind == "deliver":
             raw, src = payload
-            if not self.reachable(src, a.idx):
+            if not self.net.reachable(src, a.idx):
                 self.stats.lost += 1
                 return
             self.stats.deliveries += 1
             self.offer(a, raw, self._sender(src))
         elif kind == "antientropy":
-            self._antientropy(a)
+            self.net.antientropy(a)
         elif kind == "sync_done":
             epoch, ticket, raws, peers, holders = payload
             if epoch != a.epoch:
@@ -577,7 +524,7 @@ class Simulation:
                     self.stats.llm_wasted += 1
                 return
             del a.asks[ticket]
-            self._answer(a, ticket, self._llm_answer(req))
+            self._answer(a, ticket, self.llm.answer(req))
         elif kind == "wake":
             epoch = payload
             if epoch == a.epoch:
@@ -587,32 +534,6 @@ class Simulation:
         for offer in a.intake.due(self.local(a)):
             self._took(a, offer)
 
-    def _antientropy(self, a: SimAgent) -> None:
-        peers = [b for b in self.agents if b is not a and b.up and self.reachable(a.idx, b.idx)]
-        if not peers:
-            return
-        b = self.rng.choice(peers)
-        self._request_sync(a, [b], None)
-
-    def _request_sync(self, a: SimAgent, peers: list[SimAgent], ticket: int | None,
-                      confirm: str | None = None) -> None:
-        # (who stored the event asked about: as each peer's store holds it now)
-        holders = None if confirm is None else sum(1 for b in peers if confirm in b.intake.plan.events)
-        raws = []
-        seen = set()
-        for b in peers:
-            # a per-peer cursor, as the real sync keeps (reset when that log got shorter)
-            start = a.cursors.get(b.idx, 0)
-            if start > len(b.log.records):
-                start = 0
-            a.cursors[b.idx] = len(b.log.records)
-            for raw in b.log.records[start:]:
-                ev = self._decode(raw)
-                if ev is not None and ev.id not in seen and not a.intake.knows(ev.id):
-                    seen.add(ev.id)
-                    raws.append((raw, b.idx))
-        self.at(self.now + self.rng.randint(5, 120), "sync_done", a.idx, (a.epoch, ticket, raws, len(peers), holders))
-
     # ------------------------------------------------------------------ crashes
     def _crash(self, a: SimAgent) -> None:
         a.crashed = True
@@ -621,7 +542,7 @@ class Simulation:
         a.deferred = []
         torn = ""
         if a.log.records and self.rng.random() < self.cfg.faults.torn:
-            last = self._decode(a.log.records[-1])
+            last = self.net.decode(a.log.records[-1])
             # our runtime stores an event of ours before publishing it: a torn own event was
             # never published, unless a peer has it already (then the crash came later)
             if last is not None and (self.origin.get(last.id) != a.idx or not self._seen_elsewhere(a, last.id)):
@@ -641,7 +562,7 @@ class Simulation:
         a.buffered.clear()
         a.shell = AgentShell(Intake(a.intake.config, Plan(self.membership)), a.log)
         a.cursors = {}
-        events = [e for raw in a.log.records if (e := self._decode(raw)) is not None]
+        events = [e for raw in a.log.records if (e := self.net.decode(raw)) is not None]
         a.intake.restore(events, self.local(a))
         a.ids_hash = 0
         for e in a.intake.plan.events.values():
@@ -715,15 +636,14 @@ class Simulation:
         kind = eff.request.kind
         a.asks[eff.ticket] = kind
         self.stats.llm_calls[kind] = self.stats.llm_calls.get(kind, 0) + 1
-        self.at(self.now + self._llm_ms(kind), "llm", a.idx, (a.epoch, eff.ticket, eff.request))
+        self.at(self.now + self.llm.latency_ms(kind), "llm", a.idx, (a.epoch, eff.ticket, eff.request))
 
     def on_cancel(self, a: SimAgent, eff: Cancel) -> None:
         if a.asks.pop(eff.ticket, None) is not None:
             self.stats.llm_cancelled += 1
 
     def on_sync(self, a: SimAgent, eff: SyncPeers) -> None:
-        peers = [b for b in self.agents if b is not a and b.up and self.reachable(a.idx, b.idx)]
-        self._request_sync(a, peers, eff.ticket, eff.confirm)
+        self.net.request_sync(a, self.net.peers_of(a), eff.ticket, eff.confirm)
 
     def on_wake(self, a: SimAgent, eff: WakeAt) -> None:
         at = self._to_virtual(a, eff.at_ms)
@@ -754,7 +674,7 @@ class Simulation:
         if offer.ok:
             for e in offer.accepted:  # ours first, then what it unblocked
                 self._stored(a, e)
-        self.gossip(a, ev.raw)
+        self.net.gossip(a, ev.raw)
 
     def _sybil(self, a: SimAgent, eff: SybilPublish) -> None:
         """One of an insider's extra keys (no credential) signs and sends ``eff.body``."""
@@ -773,25 +693,11 @@ class Simulation:
         self.stats.events_published += 1
         self.sybil_ids.add(ev.id)
         self.sybil_authors.add(key.peer_id)
-        self.gossip(a, ev.raw)
+        self.net.gossip(a, ev.raw)
 
     def _sender(self, idx: int) -> str:
         return self.agents[idx].me
 
-    def _llm_ms(self, kind: str) -> int:
-        lo, hi = self.cfg.llm_ms.get(kind, (1_000, 10_000))
-        return int(math.exp(self.rng.uniform(math.log(lo), math.log(hi))))
-
-    def _llm_answer(self, req: LLMRequest) -> Any:
-        f = self.cfg.faults
-        in_faults = self.now < START_MS + self.cfg.fault_phase_ms
-        r = self.rng.random()
-        if in_faults and r < f.llm_errors:
-            return LLMUnavailable("simulated: the LLM server did not answer")
-        if in_faults and r < f.llm_errors + f.llm_garbage:
-            return LLMReply({"garbage": "%%%"}, 10, 3)
-        value = scripted_answer(req)
-        return LLMReply(value, len(req.prompt) // 4, 50)
 
 
 def simulate(cfg: SimConfig) -> Simulation:
