@@ -118,7 +118,7 @@ class Scorer(Behaviour):
         out: list[Effect] = []
         wake: list[int] = []
         if self.job is not None and not self._job_wanted(tree, self.job):
-            out += [Cancel(self.job.ticket), Count(Metric.LLM_CANCELLED),
+            out += [Cancel(self.job.ticket),
                     log("info", "slot decided; judging stopped", node=self.job.node, kind=self.job.kind)]
             self.job = None
         self.known_decomposers = tree.count_role("decomposer")

@@ -58,6 +58,12 @@ class Timing:
     # act on a stale view); proceeds without if nobody answers in time
     startup_sync_ms: int = 10_000
 
+    def may_retry(self, tried: int) -> bool:
+        """After ``tried`` failed tries at one thing (an LLM answer that was unusable, a pull
+        before work that nobody answered or that found our claim unstored), may it be tried
+        once more? The one owner of the retry count: ``attempts`` tries in all."""
+        return tried < self.attempts
+
 
 STARTUP_GRACE_MS = 3_000  # after the startup sync, late history from peers is not a gossip miss
 
