@@ -285,3 +285,42 @@ def test_the_fields_written_into_an_action_become_its_fields():
     assert text.splitlines() == [
         "- Schedule 2 weeks of baking training at George Brown College (2,000 CAD; 2027-01-09 to 2027-01-26).",
         "- Buy flour at Costco (300 CAD; 2027-01-10).", "- Decide the cost: what to charge per loaf."]
+
+
+def test_bullets_under_a_numbered_step_are_its_content_not_sections():
+    # qwen2.5-1.5b's outline for a Brighton beach clean-up: six numbered parts, bold bullets
+    # under each. Read flat, the first six bullets were the split and "Event Day" was lost
+    text = ("Organise a Volunteer Beach Clean-up in Brighton\n"
+            "1. **Planning and Preparation**\n"
+            "   - **Define the Clean-up Area**: Clearly define the area to be cleaned.\n"
+            "   - **Schedule**: Arrange a schedule for volunteers.\n"
+            "   - **Marketing and Promotion**: Send out invitations.\n"
+            "2. **Volunteer Recruitment**\n"
+            "   - **Recruitment Channels**: Use local community groups.\n"
+            "   - **Training**: Safety and equipment.\n"
+            "3. **Pre-Event Setup**\n"
+            "   - **Equipment Setup**: Gloves, bags and litter pickers.\n"
+            "4. **Event Day**\n"
+            "   - **Check-in**: Check in all volunteers at 9:00.\n"
+            "   - **Clean-up Work**: Work on the beach in sections.\n"
+            "5. **Evaluation and Feedback**\n"
+            "   - **Feedback**: Collect feedback from volunteers.\n"
+            "6. **Follow-Up**\n"
+            "   - **Thank You Letters**: Send thank-you letters.\n")
+    subs = P.parse_outline(text, max_children=6)
+    assert [s["title"] for s in subs] == ["Planning and Preparation", "Volunteer Recruitment", "Pre-Event Setup",
+                                          "Event Day", "Evaluation and Feedback", "Follow-Up"]
+    assert "Check in all volunteers at 9:00" in subs[3]["description"]
+    # the same under section headings: a section's steps are its numbered lines, with what is
+    # bulleted under each; and a bullet at the number's own indentation is under it too
+    text = ("Section 1: Preparation\n1. **Book the venue**\n   - Hove Lawns.\n2. **Buy supplies**\n"
+            "   - 60 pairs of gloves.\n   - 100 bags.\nSection 2: Execution\n1. **Clean the beach**\n"
+            "- Assign sections.\n- Weigh the rubbish.\n2. **Thank everyone**\n")
+    subs = P.parse_outline(text, max_children=6)
+    assert [s["title"] for s in subs] == ["Preparation", "Execution"]
+    assert "60 pairs of gloves" in subs[0]["description"] and "Buy supplies" in subs[0]["description"]
+    from agent.llm.outline import parse_plan_text
+
+    steps = [[i.title for i in sec.items] for sec in parse_plan_text(text).sections]
+    assert steps == [["Book the venue", "Buy supplies"], ["Clean the beach", "Thank everyone"]]
+    assert "Weigh the rubbish" in subs[1]["description"]
