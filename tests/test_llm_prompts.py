@@ -96,6 +96,18 @@ def test_the_criteria_are_the_essential_work_asked_apart_from_the_splits():
         P.parse_criteria({"essential": ["Research options", "Decide the dates", "Plan the route", "Book hotels"]})
 
 
+def test_criteria_that_say_the_request_or_the_task_back_are_dropped():
+    # qwen2.5-1.5b's checklist for a Brighton beach clean-up: every split was then "missing"
+    # the prompt's own words and the goal itself, and the real work had fewer voices
+    goal = "Organise a volunteer beach clean-up in Brighton for 60 people on a Saturday in May"
+    got = P.parse_criteria({"essential": [
+        "Book 5 to 8 pieces of work", "Organise a beach clean-up in Brighton for 60 people on a 60%",
+        "Get a council permit for Hove beach", "Buy gloves and bin bags", "Run the beach clean-up on the day",
+        "Arrange waste collection"]}, title=goal)
+    assert got == ("Get a council permit for Hove beach", "Buy gloves and bin bags",
+                   "Run the beach clean-up on the day", "Arrange waste collection")
+
+
 def test_an_outline_refinement_carries_the_earlier_sections_and_what_is_missing():
     req = P.outline_request(F, path=[], title=GOAL, description="", max_children=6, strategy="by place",
                             previous=SPLIT, feedback=["missing: Buy travel insurance"])

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from agent.core.events import BRIEF_FIELDS
-from agent.core.text import cut_to_sentence
+from agent.core.text import content_stems, cut_to_sentence
 from agent.llm.answers import (
     AtomicAnswer, BriefAnswer, CriteriaAnswer, ExecuteAnswer, ReviewAnswer, parse_as, schema_of,
     SynthesisAnswer, split_model,
@@ -484,9 +484,24 @@ _CHORE_ITEM = re.compile(r"^(?:research|decide|plan|determine|identify|review|co
                          re.IGNORECASE)
 
 
-def parse_criteria(answer: Any) -> tuple[str, ...]:
-    """The essential work, cleaned: list debris gone, chores and repeats dropped;
-    ``LLMBadOutput`` when fewer than three items remain."""
+# the request's own words said back as an item ("Book 5 to 8 pieces of work", measured)
+_ECHO_ITEM = re.compile(r"\bpieces? of (?:real )?work\b|\b\d+ to \d+ (?:pieces|items|steps)\b", re.IGNORECASE)
+
+
+def _restates(item: str, title: str) -> bool:
+    """An item that is the task itself ("Organise a beach clean-up in Brighton for 60 people
+    on a 60%" for that goal): nothing a split could take up as one part of it, and every split
+    is then "missing" it."""
+    mine, task = content_stems(item), content_stems(title)
+    both = len(mine & task)
+    # most of the task's words, and little else: "Run the beach clean-up" is a part of it
+    return len(task) >= 3 and both >= max(3, (2 * len(task) + 2) // 3) and both >= (2 * len(mine) + 2) // 3
+
+
+def parse_criteria(answer: Any, *, title: str = "") -> tuple[str, ...]:
+    """The essential work, cleaned: list debris gone, chores, the request said back, the task
+    (``title``) restated and repeats dropped; ``LLMBadOutput`` when fewer than three items
+    remain."""
     a = parse_as(CriteriaAnswer, answer, "criteria")
     out: list[str] = []
     seen: set[str] = set()
@@ -494,6 +509,8 @@ def parse_criteria(answer: Any) -> tuple[str, ...]:
         # the coder model sometimes writes paths ("/book/japan/train"): words all the same
         t = _clean_title(re.sub(r"[/_]+", " ", item)).rstrip(".")
         if not t or _CHORE_ITEM.match(t) or t.casefold() in seen or len(words(t)) < 1:
+            continue
+        if _ECHO_ITEM.search(t) or (title and _restates(t, title)):
             continue
         seen.add(t.casefold())
         out.append(t)
