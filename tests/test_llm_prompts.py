@@ -280,11 +280,15 @@ def test_an_action_that_pays_nothing_by_its_nature_gets_no_cost():
         {"do": "Define the Event Coordinator's duties", "cost": "50 GBP", "when": "2027-05-01"},
         {"do": "Research venues in Leeds", "cost": "200", "when": ""},
         {"do": "Book Roundhay Park for the run", "cost": "800 GBP", "when": "2027-03-01"},
-        {"do": "Compare three caterers and pay the Leeds Bakery 300 GBP", "cost": "300 GBP", "when": ""}]},
+        {"do": "Compare three caterers and pay the Leeds Bakery 300 GBP", "cost": "300 GBP", "when": ""},
+        # a beach clean-up's "Send a report to the team (544 GBP)", "Regularly update ... (167 GBP)"
+        {"do": "Send a report to the team", "cost": "544 GBP", "when": ""},
+        {"do": "Regularly update the volunteers on progress", "cost": "167 GBP", "when": ""}]},
         currency="GBP")
     assert text.splitlines() == ["- Define the Event Coordinator's duties (2027-05-01).", "- Research venues in Leeds.",
                                  "- Book Roundhay Park for the run (800 GBP; 2027-03-01).",
-                                 "- Compare three caterers and pay the Leeds Bakery 300 GBP."]
+                                 "- Compare three caterers and pay the Leeds Bakery 300 GBP.",
+                                 "- Send a report to the team.", "- Regularly update the volunteers on progress."]
 
 
 def test_the_fields_written_into_an_action_become_its_fields():

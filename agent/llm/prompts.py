@@ -680,7 +680,8 @@ def _extra(value: Any, currency: str) -> str:
 # the Event Coordinator (50 GBP)", "Research venues (200 EUR)"), and those figures took plans
 # past their budgets and read as nonsense. A figure the action itself names is kept.
 _UNPAID = re.compile(
-    r"^(?:define|decide|research|plan|list|draft|outline|write down|meet|contact|"
+    r"^(?:(?:regularly|then|first|also|finally) )?"
+    r"(?:define|decide|research|plan|list|draft|outline|write down|meet|contact|send|update|assign|report|share|"
     r"email|e-mail|call|phone|review|check|compare|identify|determine|discuss|agree|confirm|"
     r"announce|thank|collect|gather feedback|evaluate|assess|estimate|calculate|set up a meeting|"
     r"create a (?:list|schedule|timeline|checklist|budget|plan)|make a (?:list|schedule|plan|budget)|"
