@@ -465,6 +465,9 @@ def test_a_result_for_more_people_than_the_brief_or_that_says_its_instructions_b
     assert any("instructions back ('(this step)')" in p for p in work.result_checks(tree, leaf, echo, synthesis=False))
     assert fx.echoed("The plan includes 3 to 5 sentences a person reads first.", prompts.INSTRUCTIONS)
     assert fx.echoed("Two weeks in Tokyo and Kyoto, 1-14 April, for 2 adults.", prompts.INSTRUCTIONS) is None
+    # the synthesis request's own line, said back as the summary (a beach clean-up, measured)
+    assert fx.echoed("We plan a clean-up. The 3 steps, in order, with what each does are as follows: 1. Assign "
+                     "roles.", prompts.INSTRUCTIONS)
 
 
 def test_terse_actions_with_their_figures_are_prose_and_a_stand_in_place_leaves_the_brief():

@@ -796,8 +796,11 @@ def synthesis_schema() -> dict:
 
 SYNTHESIS_SUMMARY = ("summary: 3 to 5 sentences a person reads first: what the plan does and its key choices "
                      "(names, dates, amounts), taking up every step in order; keep to the brief; no '...'.")
-# what a result must not say back (a small model echoes its instructions as content)
-INSTRUCTIONS = (EXECUTE_INSTRUCTION, EXECUTE_RULES, SYNTHESIS_SUMMARY)
+SYNTHESIS_STEPS = "steps{of}, in order, with what each does:"
+# what a result must not say back (a small model echoes its instructions as content; measured:
+# a beach clean-up's summary "The 3 steps, in order, with what each does are as follows: 1. ...",
+# its first step copied in full)
+INSTRUCTIONS = (EXECUTE_INSTRUCTION, EXECUTE_RULES, SYNTHESIS_SUMMARY, SYNTHESIS_STEPS.format(of=""))
 
 
 def synthesis_request(frame: Frame, *, path: Sequence[str], title: str, description: str,
@@ -818,7 +821,7 @@ def synthesis_request(frame: Frame, *, path: Sequence[str], title: str, descript
     if not root:
         lines.append(f"Task: {_clip(title, TITLE_MAX)}")
     per_child = max(300, 3600 // len(children))
-    lines.append(f"The {len(children)} steps" + ("" if root else " of this task") + ", in order, with what each does:")
+    lines.append(f"The {len(children)} " + SYNTHESIS_STEPS.format(of="" if root else " of this task"))
     for i, (t, a) in enumerate(children[:12], 1):
         lines.append(f"{i}. {_clip(t, 70)}:\n{_clip(a, per_child)}")
     if previous:
