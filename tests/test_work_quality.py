@@ -590,6 +590,11 @@ def test_a_local_project_is_budgeted_in_the_money_of_its_place_and_next_may_is_m
     for g in ("Plan a trip to Lisbon next May", "Plant tomatoes next May", "Stay in a hostel in Porto next May"):
         assert facts.settled_dates("", 14, "2026-12-04", g) == "2027-05-01 to 2027-05-14", g
     assert facts.settled_dates("", 14, "2026-12-04", "Host a garden party next May") == "2027-05-18 to 2027-05-31"
+    # an event on a day of the week: the work runs up to the month's last such day (29 May 2027
+    # is a Saturday; the clean-up's brief ended on Monday 31 May, measured)
+    goal = "Organise a volunteer beach clean-up in Brighton for 60 people on a Saturday in May"
+    assert facts.settled_dates("", 7, "2026-12-05", goal) == "2027-05-23 to 2027-05-29"
+    assert facts.settled_dates("", 7, "2026-12-05", "Host a quiz on Sunday in May") == "2027-05-24 to 2027-05-30"
 
 
 def test_a_result_does_not_say_the_goal_again_after_each_action():
