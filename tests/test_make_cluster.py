@@ -107,3 +107,20 @@ def test_the_readmes_podman_commands_are_the_ones_make_runs(tmp_path):
     mk = (ROOT / "mk" / "cluster.mk").read_text()
     assert "export CONTAINERS_CONF := $(CTR_DIR)/containers.conf" in mk
     assert "export CONTAINERS_REGISTRIES_CONF := $(CTR_DIR)/registries.conf" in mk
+
+
+def test_make_up_names_no_llm_but_the_one_the_agents_log(tmp_path):
+    """Issue 20: `make up` printed `llm=ollama model=llama3.2:1b` while the agents ran the scripted
+    LLM. Its summary line names only what it keeps in the env file (the scale, and the embedded
+    model the `llm` service serves); which LLM the agents run is mk/llm_in_use.py's line, read
+    from an agent's own log."""
+    env_file = tmp_path / "e"
+    for args in (["SWARM_LLM=scripted", "SWARM_SCRIPTED_LATENCY=10"], [], ["OLLAMA_MODEL=qwen2.5:1.5b"]):
+        out = dry("up", *args, env_file=env_file)
+        kept = next(ln for ln in out.splitlines() if "kept in" in ln)
+        assert "scorers=3 executors=2" in kept, kept
+        assert "llm=" not in kept and "model=" not in kept, kept  # the Ollama model is not kept anywhere
+        assert "mk/llm_in_use.py --compose" in out, out
+    kept = next(ln for ln in dry("up", "LLM=embedded", "LLM_MODEL=smollm2-135m", env_file=env_file).splitlines()
+                if "kept in" in ln)
+    assert "embedded model=smollm2-135m" in kept and "llm=" not in kept, kept
