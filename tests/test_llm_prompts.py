@@ -199,6 +199,24 @@ def test_validator_against_the_generated_schemas():
         checked(["steps"], req.answer)
 
 
+def test_a_bad_answer_is_one_line_saying_why():
+    """A model's unusable answer is one line of reason, whatever the model wrote: it is logged
+    and counted per answer (a multi-line fragment of JSON broke the line)."""
+    from agent.llm.answers import CriteriaAnswer, parse_answer
+
+    cases = {"": "empty answer", "  \n ": "empty answer",
+             '{"essential": ["a",\n  "b"\n': "answer is not JSON (",
+             "[1,\n 2]": "answer is not a JSON object: [1, 2]",
+             '{"essential": ["abcd"]}': "essential: List should have at least 4 items",
+             '{"essential": ["abcd", "efgh", "ijkl", "mnop"], "why": "x"}': "why: Extra inputs are not permitted",
+             "{" + "\n" * 50 + '"essential": ' + "[" * 300: "answer is not JSON ("}
+    for text, reason in cases.items():
+        with pytest.raises(LLMBadOutput) as info:
+            parse_answer(text, CriteriaAnswer)
+        message = str(info.value)
+        assert reason in message and "\n" not in message and len(message) < 300, message
+
+
 def test_an_action_that_already_names_its_cost_and_date_does_not_get_them_twice():
     from agent.llm.prompts import parse_execution
 
