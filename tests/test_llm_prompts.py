@@ -358,3 +358,23 @@ def test_bullets_under_a_numbered_step_are_its_content_not_sections():
     steps = [[i.title for i in sec.items] for sec in parse_plan_text(text).sections]
     assert steps == [["Book the venue", "Buy supplies"], ["Clean the beach", "Thank everyone"]]
     assert "Weigh the rubbish" in subs[1]["description"]
+
+
+def test_roman_numbered_sections_are_sections():
+    # qwen2.5-1.5b's direct plan for a school trip: "I. Planning Phase:" ... read as text, each
+    # was glued to the step above it and the plan had no sections
+    text = ("Title: A school trip to Edinburgh\n\nI. Planning Phase:\n   1. Secure transportation: Book a coach.\n"
+            "   2. Book accommodations: A hostel for 30 pupils.\n\nII. Pre-Trip Phase:\n   1. Prepare the parents: "
+            "Send the itinerary.\n\nIII. Trip Phase:\n   1. Visit Edinburgh Castle: Start the day there.\n"
+            "      a. Morning: the castle.\n")
+    from agent.llm.outline import parse_plan_text
+
+    tp = parse_plan_text(text)
+    assert [(s.title, [i.title for i in s.items]) for s in tp.sections] == [
+        ("Planning Phase", ["Secure transportation", "Book accommodations"]),
+        ("Pre-Trip Phase", ["Prepare the parents"]), ("Trip Phase", ["Visit Edinburgh Castle"])]
+    assert "Pre-Trip" not in tp.sections[0].items[-1].text
+    assert [s["title"] for s in P.parse_outline(text, max_children=6)] == ["Planning Phase", "Pre-Trip Phase",
+                                                                          "Trip Phase"]
+    # a sentence that starts with the pronoun is no heading
+    assert len(parse_plan_text("## Go\n1. Pack.\nI. think it rains, take a coat\n").sections) == 1

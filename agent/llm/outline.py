@@ -11,12 +11,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+# "II. Pre-Trip Phase:": a model's Roman-numbered sections (read as text, they were glued to the
+# step above them: "Book accommodations: ... II. Pre-Trip Phase:", measured)
+_ROMAN = r"(?-i:[IVX]{1,4})\."
 _NUMBERED = re.compile(r"^(\s*)(?:(\d+[.)])|[-*•])\s+(.*)$")
 _SECTION_LINE = re.compile(
     r"^\s*(?:#{1,6}\s+.+|\*\*[^*]+\*\*:?|(?:section|part|phase|stage|step|week|day)\s*\d+[^a-z]*[:.)-].*"
-    r"|[A-Z][^.!?]{2,60}:)\s*$", re.IGNORECASE)
+    r"|[A-Z][^.!?]{2,60}:|" + _ROMAN + r"\s+\**(?-i:[A-Z])[^.!?]{2,60})\s*$", re.IGNORECASE)
 _HEADING = re.compile(
-    r"^\s*(?:#{1,6}\s+|\*\*)?\s*(?:(?:section|part|phase|stage|week|day)s?\s*[\w-]*\s*[:.)-]\s*)?(.+?)\**\s*:?\s*$",
+    r"^\s*(?:#{1,6}\s+|\*\*)?\s*(?:" + _ROMAN + r"\s+)?(?:(?:section|part|phase|stage|week|day)s?\s*[\w-]*\s*[:.)-]\s*)?"
+    r"(.+?)\**\s*:?\s*$",
     re.IGNORECASE)
 
 
