@@ -452,6 +452,8 @@ def test_a_result_for_more_people_than_the_brief_or_that_says_its_instructions_b
     assert fx.headcount("2 adults") == 2 and fx.headcount("a family of four") == 4
     assert fx.headcount("a 20-guest party") == 20 and fx.headcount("2 adults and 2 children") is None
     assert fx.headcount("a couple of days in Rome") is None and fx.headcount("for a couple") == 2
+    # a school trip's "30 pupils", a clean-up's "60 volunteers" (the brief said them, unread)
+    assert fx.headcount("30 pupils") == 30 and fx.headcount("60 volunteers") == 60
     g = goal(U, scorers=3, quorum=2, brief=True, max_depth=1)
     top = proposal(D1, g.id, ["Book the Tokyo hotel", "Get around Tokyo"], wall=10)
     evs = [g, brief(U, g.id), top] + [precommit(s, g.id, top.id, wall=20 + i) for i, s in enumerate(S[:2])]

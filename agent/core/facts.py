@@ -251,7 +251,8 @@ def brief_facts(brief: Mapping[str, str] | None, goal: str = "") -> BriefFacts:
 
 _COUNT_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
                 "nine": 9, "ten": 10, "twelve": 12, "twenty": 20}
-_GROUP = r"(?:people|persons|adults|guests|travell?ers|attendees|participants|(?:family )?members)"
+_GROUP = (r"(?:people|persons|adults|guests|travell?ers|attendees|participants|(?:family )?members|pupils|students|"
+          r"volunteers|runners|employees|colleagues|friends)")
 _HEADCOUNT = re.compile(rf"\b(\d{{1,4}}|{'|'.join(_COUNT_WORDS)})[- ](?:{_GROUP}|guest|person|adult|member)\b"
                         r"|\bfamily of (\w+)|\b(?:a|the) couple\b(?! of)", re.IGNORECASE)
 
