@@ -227,6 +227,16 @@ def _fail(message: str, code: int) -> NoReturn:
     raise typer.Exit(code)
 
 
+def _one_line(exc: Exception) -> str:
+    """A refusal in one line: a pydantic error as "field: why" (its own form is four lines
+    with a web address), anything else with its line breaks folded."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{'.'.join(str(x) for x in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors())
+    return " ".join(str(exc).split())
+
+
 def _settings(**overrides):
     from agent.logging import configure_logging
     from agent.settings import SettingsError, load_settings
@@ -333,7 +343,7 @@ def submit(
 def observe(
     once: bool = typer.Option(False, "--once", help="sync, print the tree, exit"),
     as_json: bool = typer.Option(False, "--json", help="with --once: print the tree as JSON"),
-    timeout: float = typer.Option(30.0, help="with --once: seconds to find a peer"),
+    timeout: float = typer.Option(30.0, min=1, help="with --once: seconds to find a peer"),
     out: Optional[Path] = typer.Option(None, "--out", help="with --once: write the plan as Markdown to this file"),
 ) -> None:
     """Watch the plan live (an observer never publishes), or take one snapshot with --once."""
@@ -587,7 +597,7 @@ def revoke(
         pid = peer if peer is not None else load_credential(credential).peer
         ev = sign_event(auth, Timestamp(_time.time_ns() // 1_000_000, 0), Revoke(peer=pid, reason=reason))
     except (ValueError, CredentialError) as exc:
-        _fail(str(exc), 2)
+        _fail(_one_line(exc), 2)
     if out is None:
         sys.stdout.write(ev.raw.decode() + "\n")
     else:
@@ -598,7 +608,7 @@ def revoke(
 @app.command()
 def publish(
     events: Path = typer.Argument(..., help="a file of signed events, one JSON per line ('-': stdin)"),
-    timeout: float = typer.Option(60.0, help="seconds to find a peer and have them stored"),
+    timeout: float = typer.Option(60.0, min=1, help="seconds to find a peer and have them stored"),
 ) -> None:
     """Join the swarm and publish events signed elsewhere (e.g. a revocation); wait until a
     peer stored them; print their ids."""
@@ -635,7 +645,7 @@ def demo(
     max_rounds: int = typer.Option(2, min=1, max=6),
     token_budget: int = typer.Option(0, min=0, help="the goal's token budget (0: none); once spent, "
                                      "no new LLM work starts and the plan says it was cut"),
-    timeout: float = typer.Option(1800.0, help="seconds before giving up"),
+    timeout: float = typer.Option(1800.0, min=1, help="seconds before giving up"),
     out_dir: Optional[Path] = typer.Option(None, help="where logs and the event log go"),
     scripted_latency: float = typer.Option(0.2, help="with --llm scripted: seconds per answer"),
     keep: bool = typer.Option(False, "--keep", help="keep the swarm and its web page up after the plan, until Ctrl-C"),

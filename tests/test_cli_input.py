@@ -258,3 +258,18 @@ def test_help_and_no_arguments_still_show_the_help(tmp_path):
     assert agent("demo", "--help", cwd=tmp_path).returncode == 0
     r = agent(cwd=tmp_path)
     assert r.returncode == 2 and "Usage: python -m agent" in r.stdout + r.stderr
+
+
+def test_a_bad_revocation_and_a_timeout_below_one_second_are_one_line(tmp_path):
+    # seen: `revoke not-a-peer` printed pydantic's four-line error; `observe --once --timeout -5`
+    # joined the swarm and then said "no peer connected within -5s"
+    assert agent("keygen", "--authority", "--out", str(tmp_path / "authority.key"), cwd=tmp_path).returncode == 0
+    for argv, message in ((["revoke", "not-a-peer"], "peer: String should match pattern"),
+                          (["revoke", "12D3KooWGwXqXrdSYYWopc4ZRxaS7SH4bQZbTu8G3uLKBKQXng1D", "--reason", "x" * 300],
+                           "reason: String should have at most")):
+        r = agent(*argv, "--authority-key", str(tmp_path / "authority.key"), cwd=tmp_path)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert message in one_line_error(r) and "errors.pydantic.dev" not in r.stderr, r.stderr
+    for argv in (["observe", "--once", "--timeout", "-5"], ["publish", "/dev/null", "--timeout", "0"]):
+        r = agent(*argv, cwd=tmp_path)
+        assert r.returncode == 2 and "Invalid value for '--timeout'" in one_line_error(r), (argv, r.stderr[-500:])
