@@ -286,6 +286,11 @@ def test_headings_that_frame_the_plan_are_not_its_parts():
             "## 2. Build a menu\n- Six breads.\n## 3. Sell at markets\n- St. Lawrence Market.\n## Summary\nGood luck.")
     assert [s["title"] for s in P.parse_outline(text, max_children=6)] == [
         "Get a licence", "Build a menu", "Sell at markets"]
+    # views across the plan are not parts of its work (a home office's split ended "...; Final
+    # Check; Timeline; Budget Breakdown", measured)
+    text = ("## 1. Buy the furniture\n- A desk.\n## 2. Set up the network\n- A router.\n## 3. Timeline\n"
+            "- Week 1: furniture.\n## 4. Budget Breakdown\n- Desk 300 EUR.\n")
+    assert [s["title"] for s in P.parse_outline(text, max_children=6)] == ["Buy the furniture", "Set up the network"]
     # a step that plans something is work, not a frame
     text = "## Plan for race day\n- Start at 9:00.\n## Thank the volunteers\n- Send cards."
     assert [s["title"] for s in P.parse_outline(text, max_children=6)] == ["Plan for race day",

@@ -153,7 +153,12 @@ _FRAME = re.compile(
     r"notes?|tips|additional (?:tips|notes|considerations)|key (?:considerations|points|takeaways)|"
     r"considerations|resources|(?:concrete |detailed )?content|concrete (?:plan|steps)|sections? and steps|"
     r"(?:complete |detailed |concrete )*plan(?: overview| outline| summary)?|outline|"
-    r"goals?|objectives?|purpose)$",
+    r"goals?|objectives?|purpose|"
+    # a view across the plan, not a part of its work: "Timeline; Budget Breakdown" came as the
+    # last two parts of a home office's split (measured), each then executed as a step
+    r"(?:(?:project |overall |detailed )?(?:timeline|schedule|milestones|budget|costs?)"
+    r"(?: (?:and|&) (?:timeline|schedule|budget|costs?))?(?: breakdown| overview| summary| estimates?| allocation)?)|"
+    r"estimated costs|key milestones)$",
     re.IGNORECASE)
 # a title over the whole plan ("Plan for a charity 5K run in Leeds"): a frame only when the
 # plan's sections are under it ("Plan for race day" with steps of its own is work)
