@@ -31,13 +31,16 @@ from agent.bench.swarm import write_key
 GOSSIP_METRIC = "swarm_gossip_messages_received_total"
 
 
-def roles_for(n: int) -> dict[str, int]:
+def roles_for(n: int, max_decomposers: int = 0) -> dict[str, int]:
     """N agent processes: about a quarter decomposers, a third scorers (odd), the rest
-    executors, one observer (at least 6: one decomposer, three scorers, one executor)."""
+    executors, one observer (at least 6: one decomposer, three scorers, one executor).
+    ``max_decomposers`` (> 0) caps the decomposers; the rest become executors."""
     if n < 6:
         raise ValueError(f"a scale run needs at least 6 agents, not {n}")
     observers = 1
     decomposers = max(1, n // 4)
+    if max_decomposers > 0:
+        decomposers = min(decomposers, max_decomposers)
     scorers = max(3, n // 3) | 1
     executors = max(1, n - observers - decomposers - scorers)
     return dict(decomposers=decomposers, scorers=scorers, executors=executors, observers=observers)
@@ -71,6 +74,13 @@ class ScaleRun:
     events: int = 0
     gossip_msgs_per_s: float | None = None
     load: list[float] = field(default_factory=list)
+    electorate: int = 0  # scorers named in the goal (all of them unless capped)
+    decisions: int = 0  # nodes decided (a split or a leaf) in the finished plan
+    deliveries: float = 0.0  # gossip messages received, summed over the agents, goal -> done
+    cpu_s: float = 0.0  # CPU seconds of every agent process, goal -> done
+    deliveries_per_decision: float | None = None
+    cpu_s_per_decision: float | None = None
+    cpu_ms_per_delivery: float | None = None  # all busy CPU over all deliveries (the issue's measure)
 
 
 def _cpu_seconds(procs: dict[str, psutil.Process]) -> dict[str, float]:
@@ -111,7 +121,7 @@ def _scrape_gossip(children: list[Child]) -> float:
 
 
 async def _drive(cfg: DemoConfig, children: list[Child], root: Path, run: ScaleRun, idle_s: float,
-                 timeout: float) -> None:
+                 timeout: float, electorate_cap: int = 0) -> None:
     settings = load_settings(
         swarm="demo", data_dir=root / "client", listen_host="127.0.0.1", listen_port=0,
         peers=[c.addr for c in children], mdns=False, scorers=cfg.scorers, max_depth=cfg.max_depth,
@@ -139,9 +149,13 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, run: ScaleR
         usage = _usage(procs, before, time.monotonic() - t0)
         run.idle = asdict(usage) | usage.summary()
         electorate = [c.peer_id for c in children if c.role == "scorer"]
+        if electorate_cap > 0:  # a fixed committee named by the submitter (not a drawn one)
+            electorate = electorate[:electorate_cap]
+        run.electorate = len(electorate)
         g0 = await trio.to_thread.run_sync(_scrape_gossip, children)
         goal = await rt.publish(Goal(title=cfg.goal, params=plan_params(settings, electorate)))
         before, t0 = _cpu_seconds(procs), time.monotonic()
+        cpu0 = dict(before)
         with trio.fail_after(timeout):
             while not rt.tree().is_done(goal.id):
                 run.died = [c.name for c in children if c.proc and c.proc.poll() is not None]
@@ -153,20 +167,30 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, run: ScaleR
         g1 = await trio.to_thread.run_sync(_scrape_gossip, children)
         run.gossip_msgs_per_s = round((g1 - g0) / busy_s, 1) if busy_s > 0 else None
         run.events = len(rt.plan.events)
+        cpu1 = _cpu_seconds(procs)
+        run.cpu_s = round(sum(cpu1[k] - cpu0[k] for k in cpu1 if k in cpu0), 2)
+        run.deliveries = g1 - g0
+        run.decisions = sum(1 for n in rt.tree().walk() if n.decided is not None)
+        if run.decisions:
+            run.deliveries_per_decision = round(run.deliveries / run.decisions, 1)
+            run.cpu_s_per_decision = round(run.cpu_s / run.decisions, 2)
+        if run.deliveries:
+            run.cpu_ms_per_delivery = round(1000 * run.cpu_s / run.deliveries, 2)
         run.died = [c.name for c in children if c.proc and c.proc.poll() is not None]
         nursery.cancel_scope.cancel()
 
 
 def run_scale(n: int, root: Path, *, latency: float = 0.5, idle_s: float = 10.0, timeout: float = 900.0,
-              max_depth: int = 2, max_children: int = 3) -> ScaleRun:
+              max_depth: int = 2, max_children: int = 3, electorate_cap: int = 0, max_decomposers: int = 0,
+              extra_env: dict[str, str] | None = None) -> ScaleRun:
     import os
 
-    roles = roles_for(n)
+    roles = roles_for(n, max_decomposers)
     run = ScaleRun(agents=n, roles=roles, ok=False)
     cfg = DemoConfig(decomposers=roles["decomposers"], scorers=roles["scorers"], executors=roles["executors"],
                      observers=roles["observers"], llm="scripted", scripted_latency=latency, web=False,
                      metrics=True, max_depth=max_depth, max_children=max_children,
-                     extra_env={"SWARM_LOG_LEVEL": "warning"})
+                     extra_env={"SWARM_LOG_LEVEL": "warning", **(extra_env or {})})
     (root / "logs").mkdir(parents=True, exist_ok=True)
     for c in ("decomposer", "scorer", "executor", "observer"):
         for i in range(roles[c + "s"]):
@@ -175,7 +199,7 @@ def run_scale(n: int, root: Path, *, latency: float = 0.5, idle_s: float = 10.0,
     children = plan_children(cfg, root)
     start(cfg, children, root / "logs")
     try:
-        trio.run(_drive, cfg, children, root, run, idle_s, timeout)
+        trio.run(_drive, cfg, children, root, run, idle_s, timeout, electorate_cap)
         run.ok = not run.died
         if run.died:
             run.error = f"agents exited: {run.died}"
@@ -189,8 +213,9 @@ def run_scale(n: int, root: Path, *, latency: float = 0.5, idle_s: float = 10.0,
 
 def table(runs: list[dict[str, Any]]) -> list[str]:
     lines = ["| agents | roles (d/s/e/o) | completed | goal -> done s | died | RSS MB idle (med/max) | "
-             "RSS MB busy (med/max) | CPU % idle (med/max) | CPU % busy (med/max) | gossip msgs/s | events | load |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "RSS MB busy (med/max) | CPU % idle (med/max) | CPU % busy (med/max) | gossip msgs/s | events | load | "
+             "electorate | decisions | deliveries/decision | CPU s/decision | CPU ms/delivery |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         ro = r["roles"]
         i, b = r.get("idle") or {}, r.get("busy") or {}
@@ -199,14 +224,16 @@ def table(runs: list[dict[str, Any]]) -> list[str]:
             f"{'yes' if r['ok'] else 'no: ' + r['error'][:80]} | {r.get('makespan_s')} | {len(r.get('died') or [])} | "
             f"{i.get('rss_mb_median')}/{i.get('rss_mb_max')} | {b.get('rss_mb_median')}/{b.get('rss_mb_max')} | "
             f"{i.get('cpu_pct_median')}/{i.get('cpu_pct_max')} | {b.get('cpu_pct_median')}/{b.get('cpu_pct_max')} | "
-            f"{r.get('gossip_msgs_per_s')} | {r.get('events')} | {r.get('load')} |")
+            f"{r.get('gossip_msgs_per_s')} | {r.get('events')} | {r.get('load')} | {r.get('electorate')} | "
+            f"{r.get('decisions')} | {r.get('deliveries_per_decision')} | {r.get('cpu_s_per_decision')} | "
+            f"{r.get('cpu_ms_per_delivery')} |")
     return lines
 
 
-def main(sizes: list[int], out_dir: Path) -> list[dict[str, Any]]:
+def main(sizes: list[int], out_dir: Path, **kw: Any) -> list[dict[str, Any]]:
     runs = []
     for n in sizes:
-        r = run_scale(n, out_dir / f"scale-{n}")
+        r = run_scale(n, out_dir / f"scale-{n}", **kw)
         d = asdict(r)
         for k in ("idle", "busy"):
             d[k] = {x: y for x, y in d[k].items() if x not in ("rss_mb", "cpu_pct")}
@@ -222,9 +249,20 @@ if __name__ == "__main__":
 
     from agent.logging import configure_logging
 
+    import argparse
+
     configure_logging("console", "error")
-    sizes = [int(x) for x in (sys.argv[1] if len(sys.argv) > 1 else "10,20,30").split(",")]
+    ap = argparse.ArgumentParser(prog="python -m agent.bench.scale")
+    ap.add_argument("sizes", nargs="?", default="10,20,30")
+    ap.add_argument("--electorate", type=int, default=0, help="name only the first K scorers in the goal")
+    ap.add_argument("--max-decomposers", type=int, default=0)
+    ap.add_argument("--idle", type=float, default=10.0, help="seconds of the idle window")
+    ap.add_argument("--timeout", type=float, default=900.0)
+    ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for every agent")
+    a = ap.parse_args()
+    sizes = [int(x) for x in a.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="scale-") as tmp:
-        runs = main(sizes, Path(tmp))
+        runs = main(sizes, Path(tmp), electorate_cap=a.electorate, max_decomposers=a.max_decomposers,
+                    idle_s=a.idle, timeout=a.timeout, extra_env=dict(kv.split("=", 1) for kv in a.env))
     print("\n".join(table(runs)))
     print(json.dumps(runs))
