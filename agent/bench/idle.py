@@ -31,7 +31,8 @@ import trio
 
 from agent.bench.scale import _cpu_seconds, roles_for
 from agent.bench.swarm import write_key
-from agent.demo import DemoConfig, issue_credential_file, plan_children, start, stop
+from agent.demo import DemoConfig, child_env, issue_credential_file, plan_children, stop
+from agent.procs import die_with_parent
 from agent.runtime import open_runtime
 from agent.settings import load_settings
 
@@ -67,6 +68,18 @@ class IdleRun:
         }
 
 
+def start_agents(cfg: DemoConfig, children: list[Any], log_dir: Path, src: Path | None = None) -> None:
+    """The demo's start, with the agents' code taken from ``src`` (another checkout: the
+    baseline of a before/after comparison run side by side) when given."""
+    for c in children:
+        idx = int(c.name.rsplit("-", 1)[1]) - 1
+        with open(log_dir / f"{c.name}.log", "ab") as fh:
+            c.proc = subprocess.Popen(
+                [os.sys.executable, "-m", "agent", "run"], env=child_env(cfg, c, children, idx),
+                stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=die_with_parent(), cwd=str(src) if src else None)
+
+
 async def _wait_ready(cfg: DemoConfig, children: list[Any], root: Path, run: IdleRun, timeout: float) -> None:
     settings = load_settings(
         swarm="demo", data_dir=root / "client", listen_host="127.0.0.1", listen_port=0,
@@ -93,7 +106,8 @@ async def _wait_ready(cfg: DemoConfig, children: list[Any], root: Path, run: Idl
 
 def run_idle(n: int, root: Path, *, window: float = 30.0, settle: float = 15.0,
              extra_env: dict[str, str] | None = None, profile_dir: Path | None = None,
-             profile_n: int = 0, ready_timeout: float = 300.0, rate: int = 500) -> IdleRun:
+             profile_n: int = 0, ready_timeout: float = 300.0, rate: int = 500,
+             src: Path | None = None) -> IdleRun:
     roles = roles_for(n)
     run = IdleRun(agents=n, window_s=window)
     cfg = DemoConfig(decomposers=roles["decomposers"], scorers=roles["scorers"], executors=roles["executors"],
@@ -106,7 +120,7 @@ def run_idle(n: int, root: Path, *, window: float = 30.0, settle: float = 15.0,
             write_key(root / f"{c}-{i + 1}", f"{c}-{i + 1}", "idle")
     write_key(root / "client", "submitter", "idle")
     children = plan_children(cfg, root)
-    start(cfg, children, root / "logs")
+    start_agents(cfg, children, root / "logs", src)
     spies: list[subprocess.Popen] = []
     try:
         trio.run(_wait_ready, cfg, children, root, run, ready_timeout)
@@ -184,6 +198,9 @@ BUCKETS = (
     ("heartbeat", "gossipsub heartbeat"),
     ("identify", "identify"),
     ("multiselect", "stream protocol negotiation"),
+    ("GossipChannel._validate", "gossip validator: decode + verify an event"),
+    ("GossipChannel._deliver", "intake: fold + store a delivered event"),
+    ("GossipChannel.publish", "publish our own event"),
     ("Pubsub", "pubsub (RPCs in/out)"),
     ("GossipSub", "gossipsub (other)"),
     ("_housekeeping", "runtime housekeeping loop"),
@@ -231,27 +248,33 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--env", action="append", default=[], help="KEY=VALUE for every agent")
     p.add_argument("--profile", type=Path, default=None, help="py-spy raw profiles into this directory")
     p.add_argument("--profile-n", type=int, default=3)
+    p.add_argument("--agent-src", type=Path, action="append", default=[],
+                   help="run the agents from this checkout (repeat: each size runs once per checkout; "
+                        "'.' is this one)")
     a = p.parse_args(argv)
     configure_logging("console", "error")
     env = dict(kv.split("=", 1) for kv in a.env)
     out = []
+    srcs = [x.resolve() for x in a.agent_src] or [Path(".").resolve()]
     for n in [int(x) for x in a.sizes.split(",")]:
-        with tempfile.TemporaryDirectory(prefix="idle-") as tmp:
-            r = run_idle(n, Path(tmp), window=a.window, settle=a.settle, extra_env=env,
-                         profile_dir=a.profile / f"n{n}" if a.profile else None, profile_n=a.profile_n)
-        s = r.summary()
-        out.append(s | {"env": env})
-        print(json.dumps(s), flush=True)
-        for name, path in r.profiles.items():
-            print(f"--- {name}: hottest frames (inclusive, share of non-idle samples)")
-            for b, c, share in buckets(Path(path))[:12]:
-                print(f"{share:6.1f}% {c:6d}  [{b}]")
-            for f, c, share in summarise(Path(path), 12):
-                print(f"{share:6.1f}% {c:6d}  {f[:150]}")
-    print("| agents | CPU % of a core per agent (mean/median/max) | total % | RSS MB (median/max) | load |")
-    print("|---|---|---|---|---|")
+        for si, src in enumerate(srcs):
+            with tempfile.TemporaryDirectory(prefix="idle-") as tmp:
+                r = run_idle(n, Path(tmp), window=a.window, settle=a.settle, extra_env=env,
+                             profile_dir=a.profile / f"n{n}-{si}" if a.profile else None, profile_n=a.profile_n,
+                             src=src)
+            s = r.summary() | {"src": str(src)}
+            out.append(s | {"env": env})
+            print(json.dumps(s), flush=True)
+            for name, path in r.profiles.items():
+                print(f"--- {name}: hottest frames (inclusive, share of non-idle samples)")
+                for b, c, share in buckets(Path(path))[:12]:
+                    print(f"{share:6.1f}% {c:6d}  [{b}]")
+                for f, c, share in summarise(Path(path), 12):
+                    print(f"{share:6.1f}% {c:6d}  {f[:150]}")
+    print("| agents | agents' code | CPU % of a core per agent (mean/median/max) | total % | RSS MB (median/max) | load |")
+    print("|---|---|---|---|---|---|")
     for s in out:
-        print(f"| {s['agents']} | {s['cpu_pct_mean']}/{s['cpu_pct_median']}/{s['cpu_pct_max']} | "
+        print(f"| {s['agents']} | {s['src']} | {s['cpu_pct_mean']}/{s['cpu_pct_median']}/{s['cpu_pct_max']} | "
               f"{s['cpu_pct_total']} | {s['rss_mb_median']}/{s['rss_mb_max']} | {s['load']} |")
 
 

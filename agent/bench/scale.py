@@ -120,8 +120,40 @@ def _scrape_gossip(children: list[Child]) -> float:
     return total
 
 
+def _spy(children: list[Child], profile_dir: Path | None, n: int, seconds: float) -> list[Any]:
+    """py-spy on the first agent of each role, then the rest in order (raw folded stacks)."""
+    import os
+    import subprocess
+    import sys
+
+    if profile_dir is None or n <= 0:
+        return []
+    profile_dir.mkdir(parents=True, exist_ok=True)
+    spy = str(Path(sys.executable).parent / "py-spy")
+    order = sorted(children, key=lambda c: (int(c.name.rsplit("-", 1)[1]) > 1, c.name))
+    return [subprocess.Popen([spy, "record", "--format", "raw", "-r", "200", "-d", str(int(seconds)), "-p",
+                              str(c.proc.pid), "-o", str(profile_dir / f"{c.name}.raw")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            for c in order[:n] if c.proc and os.path.exists(f"/proc/{c.proc.pid}")]
+
+
+def _stop_spies(spies: list[Any]) -> None:
+    import signal
+    import subprocess
+
+    for s in spies:
+        if s.poll() is None:
+            s.send_signal(signal.SIGINT)  # py-spy writes what it has on SIGINT
+    for s in spies:
+        try:
+            s.wait(30)
+        except subprocess.TimeoutExpired:
+            s.kill()
+
+
 async def _drive(cfg: DemoConfig, children: list[Child], root: Path, run: ScaleRun, idle_s: float,
-                 timeout: float, electorate_cap: int = 0) -> None:
+                 timeout: float, electorate_cap: int = 0, profile_dir: Path | None = None,
+                 profile_n: int = 0) -> None:
     settings = load_settings(
         swarm="demo", data_dir=root / "client", listen_host="127.0.0.1", listen_port=0,
         peers=[c.addr for c in children], mdns=False, scorers=cfg.scorers, max_depth=cfg.max_depth,
@@ -156,11 +188,15 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, run: ScaleR
         goal = await rt.publish(Goal(title=cfg.goal, params=plan_params(settings, electorate)))
         before, t0 = _cpu_seconds(procs), time.monotonic()
         cpu0 = dict(before)
-        with trio.fail_after(timeout):
-            while not rt.tree().is_done(goal.id):
-                run.died = [c.name for c in children if c.proc and c.proc.poll() is not None]
-                await rt.wait_change(0.5)
-        busy_s = time.monotonic() - t0
+        spies = _spy(children, profile_dir, profile_n, timeout)
+        try:
+            with trio.fail_after(timeout):
+                while not rt.tree().is_done(goal.id):
+                    run.died = [c.name for c in children if c.proc and c.proc.poll() is not None]
+                    await rt.wait_change(0.5)
+        finally:
+            busy_s = time.monotonic() - t0
+            await trio.to_thread.run_sync(_stop_spies, spies)
         run.makespan_s = round(busy_s, 2)
         usage = _usage(procs, before, busy_s)
         run.busy = asdict(usage) | usage.summary()
@@ -182,7 +218,8 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, run: ScaleR
 
 def run_scale(n: int, root: Path, *, latency: float = 0.5, idle_s: float = 10.0, timeout: float = 900.0,
               max_depth: int = 2, max_children: int = 3, electorate_cap: int = 0, max_decomposers: int = 0,
-              extra_env: dict[str, str] | None = None) -> ScaleRun:
+              extra_env: dict[str, str] | None = None, profile_dir: Path | None = None,
+              profile_n: int = 0, src: Path | None = None) -> ScaleRun:
     import os
 
     roles = roles_for(n, max_decomposers)
@@ -197,9 +234,14 @@ def run_scale(n: int, root: Path, *, latency: float = 0.5, idle_s: float = 10.0,
             write_key(root / f"{c}-{i + 1}", f"{c}-{i + 1}", "scale")
     write_key(root / "client", "submitter", "scale")
     children = plan_children(cfg, root)
-    start(cfg, children, root / "logs")
+    if src is not None:  # the agents' code from another checkout (a baseline run)
+        from agent.bench.idle import start_agents
+
+        start_agents(cfg, children, root / "logs", src)
+    else:
+        start(cfg, children, root / "logs")
     try:
-        trio.run(_drive, cfg, children, root, run, idle_s, timeout, electorate_cap)
+        trio.run(_drive, cfg, children, root, run, idle_s, timeout, electorate_cap, profile_dir, profile_n)
         run.ok = not run.died
         if run.died:
             run.error = f"agents exited: {run.died}"
@@ -259,10 +301,22 @@ if __name__ == "__main__":
     ap.add_argument("--idle", type=float, default=10.0, help="seconds of the idle window")
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for every agent")
+    ap.add_argument("--profile", type=Path, default=None, help="py-spy the busy window of --profile-n agents")
+    ap.add_argument("--profile-n", type=int, default=4)
+    ap.add_argument("--agent-src", type=Path, default=None, help="run the agents from this checkout")
     a = ap.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="scale-") as tmp:
         runs = main(sizes, Path(tmp), electorate_cap=a.electorate, max_decomposers=a.max_decomposers,
-                    idle_s=a.idle, timeout=a.timeout, extra_env=dict(kv.split("=", 1) for kv in a.env))
+                    idle_s=a.idle, timeout=a.timeout, extra_env=dict(kv.split("=", 1) for kv in a.env),
+                    profile_dir=a.profile, profile_n=a.profile_n,
+                    src=a.agent_src.resolve() if a.agent_src else None)
+    if a.profile:
+        from agent.bench.idle import buckets
+
+        for raw in sorted(a.profile.glob("*.raw")):
+            print(f"--- busy {raw.stem}: share of non-idle samples")
+            for b, c, share in buckets(raw)[:14]:
+                print(f"{share:6.1f}% {c:6d}  [{b}]")
     print("\n".join(table(runs)))
     print(json.dumps(runs))
