@@ -163,6 +163,17 @@ def run_idle(n: int, root: Path, *, window: float = 30.0, settle: float = 15.0,
     return run
 
 
+# leaf frames of a thread or loop that waits (py-spy counts some of them as active: a blocking
+# C call under a Python frame): trio's epoll wait, its worker threads' idle wait, the
+# selector of a helper thread, pubsub's seen-cache sweeper
+_IDLE_LEAVES = ("get_events", "epoll", "WorkerThread._work", "_PollLikeSelector.select", "select (",
+                "wait (threading", "Event.wait", "Condition.wait", "_background_cleanup")
+
+
+def _idle(frames: list[str]) -> bool:
+    return bool(frames) and any(x in frames[-1] for x in _IDLE_LEAVES)
+
+
 def summarise(raw: Path, top: int = 25, skip_idle: bool = True) -> list[tuple[str, int, float]]:
     """Inclusive samples per frame from a py-spy raw (folded) file: [(frame, samples, share)],
     share of the non-idle samples. Idle = the stack ends in the trio loop's epoll wait."""
@@ -175,8 +186,7 @@ def summarise(raw: Path, top: int = 25, skip_idle: bool = True) -> list[tuple[st
         except ValueError:
             continue
         frames = stack.split(";")
-        if skip_idle and frames and ("get_events" in frames[-1] or "epoll" in frames[-1]
-                                     or frames[-1].startswith("select ") or "wait (threading" in frames[-1]):
+        if skip_idle and _idle(frames):
             continue
         total += k
         for f in set(frames):
@@ -224,8 +234,7 @@ def buckets(raw: Path) -> list[tuple[str, int, float]]:
         except ValueError:
             continue
         frames = stack.split(";")
-        if frames and ("get_events" in frames[-1] or "epoll" in frames[-1]
-                       or frames[-1].startswith("select ") or "wait (threading" in frames[-1]):
+        if _idle(frames):
             continue
         total += k
         name = next((b for key, b in BUCKETS if any(key in f for f in frames)), None)

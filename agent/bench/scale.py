@@ -304,10 +304,11 @@ if __name__ == "__main__":
     ap.add_argument("--profile", type=Path, default=None, help="py-spy the busy window of --profile-n agents")
     ap.add_argument("--profile-n", type=int, default=4)
     ap.add_argument("--agent-src", type=Path, default=None, help="run the agents from this checkout")
+    ap.add_argument("--keep", type=Path, default=None, help="keep every swarm's logs and keys here")
     a = ap.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="scale-") as tmp:
-        runs = main(sizes, Path(tmp), electorate_cap=a.electorate, max_decomposers=a.max_decomposers,
+        runs = main(sizes, a.keep or Path(tmp), electorate_cap=a.electorate, max_decomposers=a.max_decomposers,
                     idle_s=a.idle, timeout=a.timeout, extra_env=dict(kv.split("=", 1) for kv in a.env),
                     profile_dir=a.profile, profile_n=a.profile_n,
                     src=a.agent_src.resolve() if a.agent_src else None)
