@@ -68,14 +68,36 @@ class IdleRun:
         }
 
 
-def start_agents(cfg: DemoConfig, children: list[Any], log_dir: Path, src: Path | None = None) -> None:
+def sparse_peers(children: list[Any], k: int, seed: int = 22) -> dict[str, list[Any]]:
+    """Each agent's static peers when not everyone dials everyone: its next k//2 on a ring
+    (so the graph is connected) and k - k//2 others drawn at random (so it is an expander,
+    a few hops across). Dialled both ways, an agent ends up with about 2k connections."""
+    import random
+
+    rng = random.Random(seed)
+    n = len(children)
+    out: dict[str, list[Any]] = {}
+    for i, c in enumerate(children):
+        ring = [children[(i + j) % n] for j in range(1, k // 2 + 1)]
+        rest = [o for o in children if o is not c and o not in ring]
+        out[c.name] = ring + rng.sample(rest, min(len(rest), k - len(ring)))
+    return out
+
+
+def start_agents(cfg: DemoConfig, children: list[Any], log_dir: Path, src: Path | None = None,
+                 peers: int = 0) -> None:
     """The demo's start, with the agents' code taken from ``src`` (another checkout: the
-    baseline of a before/after comparison run side by side) when given."""
+    baseline of a before/after comparison run side by side) when given, and with ``peers``
+    (> 0) static peers per agent instead of every other agent (``sparse_peers``)."""
+    chosen = sparse_peers(children, peers) if 0 < peers < len(children) - 1 else {}
     for c in children:
         idx = int(c.name.rsplit("-", 1)[1]) - 1
+        env = child_env(cfg, c, children, idx)
+        if c.name in chosen:
+            env["SWARM_PEERS"] = ",".join(o.addr for o in chosen[c.name])
         with open(log_dir / f"{c.name}.log", "ab") as fh:
             c.proc = subprocess.Popen(
-                [os.sys.executable, "-m", "agent", "run"], env=child_env(cfg, c, children, idx),
+                [os.sys.executable, "-m", "agent", "run"], env=env,
                 stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                 preexec_fn=die_with_parent(), cwd=str(src) if src else None)
 

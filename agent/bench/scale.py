@@ -75,6 +75,7 @@ class ScaleRun:
     gossip_msgs_per_s: float | None = None
     load: list[float] = field(default_factory=list)
     electorate: int = 0  # scorers named in the goal (all of them unless capped)
+    static_peers: int = 0  # static peers per agent (0: every other agent)
     decisions: int = 0  # nodes decided (a split or a leaf) in the finished plan
     deliveries: float = 0.0  # gossip messages received, summed over the agents, goal -> done
     cpu_s: float = 0.0  # CPU seconds of every agent process, goal -> done
@@ -153,10 +154,11 @@ def _stop_spies(spies: list[Any]) -> None:
 
 async def _drive(cfg: DemoConfig, children: list[Child], root: Path, run: ScaleRun, idle_s: float,
                  timeout: float, electorate_cap: int = 0, profile_dir: Path | None = None,
-                 profile_n: int = 0) -> None:
+                 profile_n: int = 0, ready_timeout: float = 300.0, client_peers: int = 0) -> None:
     settings = load_settings(
         swarm="demo", data_dir=root / "client", listen_host="127.0.0.1", listen_port=0,
-        peers=[c.addr for c in children], mdns=False, scorers=cfg.scorers, max_depth=cfg.max_depth,
+        peers=[c.addr for c in (children[::max(1, len(children) // client_peers)] if client_peers else children)],
+        mdns=False, scorers=cfg.scorers, max_depth=cfg.max_depth,
         max_children=cfg.max_children, max_rounds=cfg.max_rounds, log_level="warning",
         key=cfg.swarm_key, key_file=None, authority=cfg.authority_id, credential_file=None,
         credentials_dir=None, identity_file=None,
@@ -168,7 +170,7 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, run: ScaleR
     t_start = time.monotonic()
     async with trio.open_nursery() as nursery:
         await nursery.start(rt.run)
-        with trio.fail_after(300):
+        with trio.fail_after(ready_timeout):
             while not all(rt.plan.roles.get(c.peer_id) for c in agents):
                 run.died = [c.name for c in children if c.proc and c.proc.poll() is not None]
                 if run.died:
@@ -219,11 +221,12 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, run: ScaleR
 def run_scale(n: int, root: Path, *, latency: float = 0.5, idle_s: float = 10.0, timeout: float = 900.0,
               max_depth: int = 2, max_children: int = 3, electorate_cap: int = 0, max_decomposers: int = 0,
               extra_env: dict[str, str] | None = None, profile_dir: Path | None = None,
-              profile_n: int = 0, src: Path | None = None) -> ScaleRun:
+              profile_n: int = 0, src: Path | None = None, peers: int = 0,
+              ready_timeout: float = 300.0) -> ScaleRun:
     import os
 
     roles = roles_for(n, max_decomposers)
-    run = ScaleRun(agents=n, roles=roles, ok=False)
+    run = ScaleRun(agents=n, roles=roles, ok=False, static_peers=peers)
     cfg = DemoConfig(decomposers=roles["decomposers"], scorers=roles["scorers"], executors=roles["executors"],
                      observers=roles["observers"], llm="scripted", scripted_latency=latency, web=False,
                      metrics=True, max_depth=max_depth, max_children=max_children,
@@ -234,19 +237,21 @@ def run_scale(n: int, root: Path, *, latency: float = 0.5, idle_s: float = 10.0,
             write_key(root / f"{c}-{i + 1}", f"{c}-{i + 1}", "scale")
     write_key(root / "client", "submitter", "scale")
     children = plan_children(cfg, root)
-    if src is not None:  # the agents' code from another checkout (a baseline run)
+    if src is not None or peers:  # another checkout's agents (a baseline), or fewer static peers
         from agent.bench.idle import start_agents
 
-        start_agents(cfg, children, root / "logs", src)
+        start_agents(cfg, children, root / "logs", src, peers)
     else:
         start(cfg, children, root / "logs")
     try:
-        trio.run(_drive, cfg, children, root, run, idle_s, timeout, electorate_cap, profile_dir, profile_n)
+        trio.run(_drive, cfg, children, root, run, idle_s, timeout, electorate_cap, profile_dir, profile_n,
+                 ready_timeout, peers)
         run.ok = not run.died
         if run.died:
             run.error = f"agents exited: {run.died}"
-    except (RuntimeError, trio.TooSlowError, OSError) as exc:
-        run.error = f"{type(exc).__name__}: {exc}"
+    except (RuntimeError, trio.TooSlowError, OSError, ExceptionGroup) as exc:
+        inner = exc.exceptions[0] if isinstance(exc, ExceptionGroup) and exc.exceptions else exc
+        run.error = f"{type(inner).__name__}: {inner}"
     finally:
         run.load = [round(x, 2) for x in os.getloadavg()]
         stop(children)
@@ -305,13 +310,17 @@ if __name__ == "__main__":
     ap.add_argument("--profile-n", type=int, default=4)
     ap.add_argument("--agent-src", type=Path, default=None, help="run the agents from this checkout")
     ap.add_argument("--keep", type=Path, default=None, help="keep every swarm's logs and keys here")
+    ap.add_argument("--peers", type=int, default=0,
+                    help="static peers per agent (ring + random; 0: every other agent)")
+    ap.add_argument("--ready-timeout", type=float, default=300.0)
     a = ap.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="scale-") as tmp:
         runs = main(sizes, a.keep or Path(tmp), electorate_cap=a.electorate, max_decomposers=a.max_decomposers,
                     idle_s=a.idle, timeout=a.timeout, extra_env=dict(kv.split("=", 1) for kv in a.env),
                     profile_dir=a.profile, profile_n=a.profile_n,
-                    src=a.agent_src.resolve() if a.agent_src else None)
+                    src=a.agent_src.resolve() if a.agent_src else None, peers=a.peers,
+                    ready_timeout=a.ready_timeout)
     if a.profile:
         from agent.bench.idle import buckets
 
