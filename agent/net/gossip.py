@@ -39,8 +39,9 @@ py-libp2p 0.8.1 pitfalls handled here (see shared/notes/libp2p.md):
   "flood" check refuses a GRAFT from a peer that pruned us within min(10 s, back-off), which
   is the back-off itself. So a pruner short of peers grafts the peer it pruned, is refused
   (a PRUNE, which starts its own flood window a little later than the other side's back-off),
-  and the pair refuse each other every back-off period for ever: 20 idle agents exchanged
-  1.6 GRAFT + 1.6 PRUNE per agent per second, and several ran with a mesh of 0-2 peers.
+  and the pair refuse each other every back-off period for ever: 20 idle nodes (one process)
+  each received 1.6 GRAFT + 1.6 PRUNE per second, and some ran with a mesh of 1-2 peers.
+  Under heavy CPU load (PRUNEs queued for seconds) flood refusals still happen.
   ``SwarmGossipSub`` records a back-off against a peer it prunes or refuses (as go-libp2p does) and
   keeps the flood window shorter than the back-off, so an honest re-graft after the back-off
   is never called a flood.
