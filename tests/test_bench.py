@@ -200,3 +200,12 @@ def test_idle_bench_parts(tmp_path):
                    "main;run;get_events (trio/_core/_io_epoll.py:1) 900\n")
     assert [(b, c) for b, c, _ in buckets(raw)] == [
         ("sync: pulling peers (anti-entropy)", 30), ("gossipsub heartbeat", 10)]
+
+
+def test_free_port_is_never_handed_out_twice():
+    """100 agents take 100-200 ports from about 20,000: drawn independently, two agents of a
+    run got the same one about every other run, and one of them could not listen."""
+    from agent.demo import free_port
+
+    ports = [free_port() for _ in range(2000)]
+    assert len(set(ports)) == len(ports)
