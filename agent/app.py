@@ -13,10 +13,9 @@ from typing import Any, Awaitable, Callable
 import trio
 
 from agent import metrics
-from agent.behaviour import make as make_behaviour
+from agent.behaviour import make as make_behaviour, strategy_for
 from agent.core.backoff import Backoff
 from agent.behaviour.base import Behaviour
-from agent.behaviour.work import DEFAULT_STRATEGIES
 from agent.core.events import Hello
 from agent.driver import Driver, declare_llm_series
 from agent.goals import SubmitError, choose_electorate, make_goal
@@ -59,7 +58,7 @@ def behaviour_for(settings: Settings, rt: Runtime) -> Behaviour:
     seed = settings.seed
     if seed is None:
         seed = int.from_bytes(hashlib.sha256(rt.me.encode() + str(wall_ms()).encode()).digest()[:4], "big")
-    strategy = settings.strategy or DEFAULT_STRATEGIES[seed % len(DEFAULT_STRATEGIES)]
+    strategy = settings.strategy or strategy_for(seed)
     return make_behaviour(role, rt.me, settings.timing(), seed, strategy=strategy)
 
 

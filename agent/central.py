@@ -23,17 +23,18 @@ from typing import Any
 
 import trio
 
-from agent.behaviour import Decomposer, Executor, Scorer, Timing
+from agent.behaviour import Timing, make as make_behaviour, strategy_for
 from agent.behaviour.base import Behaviour
 from agent.behaviour.effects import (
-    Ask, Cancel, Count, Effect, Log, Observe, Publish, SyncDone, SyncPeers, WakeAt,
+    Ask, Cancel, Count, Effect, LLMReply, Log, Observe, Publish, SyncDone, SyncPeers, WakeAt,
 )
-from agent.behaviour.work import DEFAULT_STRATEGIES  # the demo's, in the same order
-from agent.core.events import Event, Goal, Hello, PlanParams, majority
+from agent.core.events import Event, Goal, Hello, PlanParams
 from agent.core.identity import Identity
 from agent.core.intake import Intake
-from agent.core.tree import Tree, derive
+from agent.core.tree import Tree
 from agent.llm.base import LLM, LLMError
+from agent.shell import AgentShell, Tally, route
+from agent.store import MemoryLog
 
 NEVER_MS = 3_600_000  # a timeout the central run never reaches
 
@@ -84,6 +85,7 @@ class CentralResult:
     calls: list[CallRecord]
     tree: Tree
     names: dict[str, str] = field(default_factory=dict)  # peer id -> agent name
+    metrics: dict[str, float] = field(default_factory=dict)  # the behaviours' metric totals
 
 
 def wall_ms() -> float:
@@ -97,47 +99,40 @@ class Central:
                  timing: Timing | None = None, tag: str = "bench", seed: int = 0) -> None:
         self.llm = llm
         self.timing = timing or central_timing()
-        self.intake = Intake()
+        # one intake and one log for every agent: what one publishes the others see at once
+        self.shell = AgentShell(Intake(), MemoryLog())
+        self.intake = self.shell.intake
+        self.tally = Tally()
         self.agents: list[_Agent] = []
         for role, count in (("decomposer", decomposers), ("scorer", scorers), ("executor", executors)):
             for i in range(count):
                 name = f"{role}-{i + 1}"
                 ident = bench_identity(name, tag)
-                if role == "decomposer":
-                    beh: Behaviour = Decomposer(ident.peer_id, self.timing, seed + i,
-                                                strategy=DEFAULT_STRATEGIES[i % len(DEFAULT_STRATEGIES)])
-                elif role == "scorer":
-                    beh = Scorer(ident.peer_id, self.timing, seed + i, decomposers=decomposers)
-                else:
-                    beh = Executor(ident.peer_id, self.timing, seed + i, sync_before_work=False)
+                beh = make_behaviour(role, ident.peer_id, self.timing, seed + i, strategy=strategy_for(i),
+                                     decomposers=decomposers, sync_before_work=False)
                 self.agents.append(_Agent(name, role, ident, beh))
         self.submitter = bench_identity("submitter", tag)
         electorate = tuple(sorted(a.identity.peer_id for a in self.agents if a.role == "scorer"))
-        self.params = PlanParams(electorate=electorate, quorum=majority(len(electorate)),
-                                 max_depth=max_depth, max_children=max_children, max_rounds=max_rounds,
-                                 brief=brief, max_attempts=max_attempts if max_attempts > 1 else 0,
-                                 token_budget=token_budget)
+        self.params = PlanParams.of(electorate, max_depth=max_depth, max_children=max_children,
+                                    max_rounds=max_rounds, brief=brief, max_attempts=max_attempts,
+                                    token_budget=token_budget)
         self.calls: list[CallRecord] = []
         self._live: dict[tuple[int, int], tuple[trio.CancelScope, CallRecord]] = {}
         self._wake: dict[int, float] = {}
         self._send, self._recv = trio.open_memory_channel[tuple[int, int, Any]](1000)
-        self._tree: Tree | None = None
-        self._version = -1
 
     # ------------------------------------------------------------------ the shared log
     def now(self) -> int:
         return time.time_ns() // 1_000_000
 
     def tree(self) -> Tree:
-        now = self.now()
-        t = self._tree
-        if t is None or self._version != self.intake.plan.version or not t.now_ms <= now < t.valid_until:
-            t = self._tree = derive(self.intake.plan, now, prev=t)
-            self._version = self.intake.plan.version
-        return t
+        return self.shell.tree(self.now())
 
     def _publish(self, ident: Identity, body: Any) -> Event:
-        return self.intake.sign(ident, body, self.now())
+        signed = self.shell.sign(ident, body, self.now())
+        for e in signed:
+            self.shell.log.append(e.raw)
+        return signed[0]
 
     # ------------------------------------------------------------------ running
     async def run(self, goal: str, timeout: float = 3600.0, description: str = "") -> CentralResult:
@@ -158,7 +153,7 @@ class Central:
         events = sorted(self.intake.plan.events.values(), key=lambda e: (e.order, e.id))
         names = {a.identity.peer_id: a.name for a in self.agents}
         names[self.submitter.peer_id] = "submitter"
-        return CentralResult(g.id, makespan, events, self.calls, self.tree(), names)
+        return CentralResult(g.id, makespan, events, self.calls, self.tree(), names, dict(self.tally.totals))
 
     def _settle_all(self) -> None:
         """Poll every behaviour until none publishes anything more (everything is instant)."""
@@ -196,50 +191,56 @@ class Central:
         self._execute(idx, a.behaviour.answered(ticket, answer, self.tree(), self.now()))
 
     def _execute(self, idx: int, effects: list[Effect]) -> None:
-        a = self.agents[idx]
         for eff in effects:
-            if isinstance(eff, Publish):
-                ev = self._publish(a.identity, eff.body)
-                if eff.ticket is not None:
-                    self._execute(idx, a.behaviour.answered(eff.ticket, ev, self.tree(), self.now()))
-            elif isinstance(eff, Ask):
-                rec = CallRecord(a.name, a.role, eff.request.kind, eff.node, wall_ms())
-                self.calls.append(rec)
-                scope = trio.CancelScope()
-                self._live[(idx, eff.ticket)] = (scope, rec)
-                self._nursery.start_soon(self._ask, idx, eff.ticket, eff.request, scope, rec)
-            elif isinstance(eff, Cancel):
-                live = self._live.pop((idx, eff.ticket), None)
-                if live is not None:
-                    scope, rec = live
-                    scope.cancel()
-                    rec.end_ms, rec.outcome = wall_ms(), "cancelled"
-            elif isinstance(eff, SyncPeers):
-                # no peers: nothing to pull; answered at once
-                others = len(self.agents) - 1  # one store: every event published is in it
-                done = SyncDone(0, others, None if eff.confirm is None else others)
-                self._execute(idx, a.behaviour.answered(eff.ticket, done, self.tree(), self.now()))
-            elif isinstance(eff, WakeAt):
-                cur = self._wake.get(idx)
-                self._wake[idx] = eff.at_ms if cur is None else min(cur, eff.at_ms)
-            elif isinstance(eff, (Count, Observe, Log)):
-                pass
-            else:
-                raise TypeError(f"unknown effect {eff!r}")
+            getattr(self, route(eff))(idx, eff)
+
+    # ------------------------------------------------------------------ effects (agent.shell.effects)
+    def on_publish(self, idx: int, eff: Publish) -> None:
+        a = self.agents[idx]
+        ev = self._publish(a.identity, eff.body)
+        if eff.ticket is not None:
+            self._execute(idx, a.behaviour.answered(eff.ticket, ev, self.tree(), self.now()))
+
+    def on_ask(self, idx: int, eff: Ask) -> None:
+        a = self.agents[idx]
+        rec = CallRecord(a.name, a.role, eff.request.kind, eff.node, wall_ms())
+        self.calls.append(rec)
+        scope = trio.CancelScope()
+        self._live[(idx, eff.ticket)] = (scope, rec)
+        self._nursery.start_soon(self._ask, idx, eff.ticket, eff.request, scope, rec)
+
+    def on_cancel(self, idx: int, eff: Cancel) -> None:
+        live = self._live.pop((idx, eff.ticket), None)
+        if live is not None:
+            scope, rec = live
+            scope.cancel()
+            rec.end_ms, rec.outcome = wall_ms(), "cancelled"
+
+    def on_sync(self, idx: int, eff: SyncPeers) -> None:
+        # no peers: nothing to pull; answered at once
+        others = len(self.agents) - 1  # one store: every event published is in it
+        done = SyncDone(0, others, None if eff.confirm is None else others)
+        self._execute(idx, self.agents[idx].behaviour.answered(eff.ticket, done, self.tree(), self.now()))
+
+    def on_wake(self, idx: int, eff: WakeAt) -> None:
+        cur = self._wake.get(idx)
+        self._wake[idx] = eff.at_ms if cur is None else min(cur, eff.at_ms)
+
+    def on_metric(self, idx: int, eff: Count | Observe) -> None:
+        self.tally.record(eff)
+
+    def on_log(self, idx: int, eff: Log) -> None:
+        pass  # the baseline measures time and calls; the behaviours' lines are the swarm's
 
     async def _ask(self, idx: int, ticket: int, req: Any, scope: trio.CancelScope, rec: CallRecord) -> None:
         with scope:
             try:
                 complete = getattr(self.llm, "complete", None)
                 if complete is not None:
-                    from agent.behaviour.effects import LLMReply
-
                     ans = await complete(req)
                     answer: Any = LLMReply(ans.value, ans.prompt_tokens, ans.completion_tokens)
                     rec.prompt_tokens, rec.completion_tokens = ans.prompt_tokens, ans.completion_tokens
                 else:
-                    from agent.behaviour.effects import LLMReply
-
                     answer = LLMReply(await self.llm.generate(req))
                 rec.outcome = "answered"
             except LLMError as exc:

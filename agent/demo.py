@@ -16,7 +16,7 @@ from pathlib import Path
 import trio
 from rich.console import Console
 
-from agent.behaviour.work import DEFAULT_STRATEGIES
+from agent.behaviour import strategy_for
 from agent.goals import plan_params
 from agent.procs import die_with_parent
 from agent.core.events import Goal
@@ -171,7 +171,7 @@ def child_env(cfg: DemoConfig, c: Child, everyone: list[Child], idx: int) -> dic
         "SWARM_METRICS_HOST": "127.0.0.1",
         "SWARM_WEB_PORT": str(c.web_port), "SWARM_WEB_HOST": "127.0.0.1",
         "SWARM_SCORERS": str(cfg.scorers), "SWARM_SCRIPTED_LATENCY": str(cfg.scripted_latency),
-        "SWARM_STRATEGY": DEFAULT_STRATEGIES[idx % len(DEFAULT_STRATEGIES)],
+        "SWARM_STRATEGY": strategy_for(idx),
     })
     if cfg.model:
         env["SWARM_LLAMACPP_MODEL"] = cfg.model

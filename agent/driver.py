@@ -15,14 +15,14 @@ import trio
 
 from agent import metrics
 from agent.behaviour.base import Behaviour
-from agent.behaviour.timing import STARTUP_GRACE_MS
 from agent.behaviour.effects import (
     Ask, Cancel, Count, Effect, LLMReply, Log, Metric, Observe, Publish, PublishFailed, SyncDone,
     SyncPeers, WakeAt,
 )
 from agent.llm.base import LLM, LLMBadOutput, LLMError, LLMRequest, LLMUnavailable, ModelMissing
-from agent.net.store import StoreError
+from agent.store import StoreError
 from agent.runtime import NotMember, Runtime
+from agent.shell import route
 
 IDLE_POLL_S = 5.0  # poll at least this often even if nothing happens (cheap)
 
@@ -41,6 +41,8 @@ def declare_llm_series(role: str, backend: str) -> None:
     """Create this agent's LLM series at zero, so dashboards show 0 rather than no data."""
     metrics.LLM_REQUEST_DURATION.labels(role=role, backend=backend)
     metrics.LLM_CANCELLED.labels(role=role)
+    metrics.LLM_UNUSABLE.labels(role=role)
+    metrics.SET_ASIDE.labels(role=role)
     for kind in ("model_missing", "unavailable", "invalid_output", "other"):
         metrics.LLM_ERRORS.labels(role=role, backend=backend, kind=kind)
 
@@ -77,8 +79,7 @@ class Driver:
         self._scopes: dict[int, trio.CancelScope] = {}
         self._wake_ms: int | None = None
         self._nursery: trio.Nursery | None = None
-        self._ready_at: int | None = None
-        rt.on_change(self._on_change)
+        rt.on_change(self.kick)
 
     async def run(self) -> None:
         async with trio.open_nursery() as nursery:
@@ -95,16 +96,12 @@ class Driver:
                     await self._execute(self.behaviour.answered(ticket, answer, self.rt.tree(), now))
 
     def _net_view(self) -> int:
-        """Hand the behaviour what was measured of the network (gossip misses before it was
-        past its startup sync, plus a grace, are history being pulled, not gossip failing)."""
         now = self.rt.now_ms()
-        if self._ready_at is None and self.behaviour.ready:
-            self._ready_at = now
-        since = None if self._ready_at is None else self._ready_at + STARTUP_GRACE_MS
-        self.behaviour.net = self.rt.net_meter.view(now, since)
+        self.rt.shell.hand_net_view(self.behaviour, now)
         return now
 
-    def _on_change(self) -> None:
+    def kick(self) -> None:
+        """Poll soon: the log grew, or (the observer's page) the person acted."""
         self._kick.set()
 
     async def _wait(self) -> None:
@@ -119,36 +116,46 @@ class Driver:
 
     async def _execute(self, effects: list[Effect]) -> None:
         for eff in effects:
-            if isinstance(eff, Publish):
-                try:
-                    ev: Any = await self.rt.publish(eff.body)
-                except (StoreError, NotMember) as exc:  # a full disk; a lapsed membership
-                    ev = PublishFailed(str(exc))
+            if isinstance(eff, Publish):  # the one effect that awaits here
+                ev = await self.on_publish(eff)
                 if eff.ticket is not None:
                     await self._execute(self.behaviour.answered(eff.ticket, ev, self.rt.tree(), self._net_view()))
-            elif isinstance(eff, Ask):
-                scope = trio.CancelScope()
-                self._scopes[eff.ticket] = scope
-                assert self._nursery is not None
-                self.log.info("llm.call", ticket=eff.ticket, kind=eff.request.kind, node_id=eff.node)
-                self._nursery.start_soon(self._ask, eff.ticket, eff.request, scope)
-            elif isinstance(eff, Cancel):
-                scope = self._scopes.pop(eff.ticket, None)
-                if scope is not None:
-                    scope.cancel()
-                    metrics.LLM_CANCELLED.labels(role=self.role).inc()
-                    self.log.info("llm.cancelled", ticket=eff.ticket)
-            elif isinstance(eff, SyncPeers):
-                assert self._nursery is not None
-                self._nursery.start_soon(self._sync, eff.ticket, eff.confirm)
-            elif isinstance(eff, WakeAt):
-                self._wake_ms = eff.at_ms if self._wake_ms is None else min(self._wake_ms, eff.at_ms)
-            elif isinstance(eff, (Count, Observe)):
-                self._metric(eff)
-            elif isinstance(eff, Log):
-                getattr(self.log, eff.level)(eff.event, **eff.fields)
             else:
-                raise TypeError(f"unknown effect {eff!r}")
+                getattr(self, route(eff))(eff)
+
+    # ------------------------------------------------------------------ effects (agent.shell.effects)
+    async def on_publish(self, eff: Publish) -> Any:
+        try:
+            return await self.rt.publish(eff.body)
+        except (StoreError, NotMember) as exc:  # a full disk; a lapsed membership
+            return PublishFailed(str(exc))
+
+    def on_ask(self, eff: Ask) -> None:
+        scope = trio.CancelScope()
+        self._scopes[eff.ticket] = scope
+        assert self._nursery is not None
+        self.log.info("llm.call", ticket=eff.ticket, kind=eff.request.kind, node_id=eff.node)
+        self._nursery.start_soon(self._ask, eff.ticket, eff.request, scope)
+
+    def on_cancel(self, eff: Cancel) -> None:
+        scope = self._scopes.pop(eff.ticket, None)
+        if scope is not None:
+            scope.cancel()
+            metrics.LLM_CANCELLED.labels(role=self.role).inc()
+            self.log.info("llm.cancelled", ticket=eff.ticket)
+
+    def on_sync(self, eff: SyncPeers) -> None:
+        assert self._nursery is not None
+        self._nursery.start_soon(self._sync, eff.ticket, eff.confirm)
+
+    def on_wake(self, eff: WakeAt) -> None:
+        self._wake_ms = eff.at_ms if self._wake_ms is None else min(self._wake_ms, eff.at_ms)
+
+    def on_metric(self, eff: Count | Observe) -> None:
+        record(eff, self.role)
+
+    def on_log(self, eff: Log) -> None:
+        getattr(self.log, eff.level)(eff.event, **eff.fields)
 
     def _answer(self, ticket: int, answer: Any) -> None:
         self._answers.append((ticket, answer))
@@ -195,27 +202,37 @@ class Driver:
                       peers=int(peers), holders=holders)
         self._answer(ticket, SyncDone(int(new or 0), int(peers), holders))
 
-    def _metric(self, eff: Count | Observe) -> None:
-        m = eff.metric
-        if m is Metric.CLAIMS_WON:
-            metrics.CLAIMS.labels(outcome="won").inc(eff.value)
-        elif m is Metric.CLAIMS_LOST:
-            metrics.CLAIMS.labels(outcome="lost").inc(eff.value)
-        elif m is Metric.WORK_DROPPED:
-            metrics.WORK_DROPPED.inc(eff.value)
-        elif m is Metric.TASK_SECONDS:
-            metrics.TASK_DURATION.observe(eff.value)
-        elif m is Metric.PROPOSALS_SCORED:
-            metrics.FIRST_PREVOTES.inc()
-            if eff.value >= 2:
-                metrics.FIRST_PREVOTES_COMPETING.inc()
-        elif m is Metric.PULL_UNANSWERED:
-            metrics.PULLS_UNANSWERED.inc(eff.value)
-        elif m is Metric.CLAIM_UNSTORED:
-            metrics.CLAIMS.labels(outcome="unstored").inc(eff.value)
-        elif m is Metric.TASK_RELEASED:
-            metrics.CLAIMS.labels(outcome="released").inc(eff.value)
-        # LLM_CANCELLED is counted where the scope is cancelled; the rest are in the logs
+
+def record(eff: Count | Observe, role: str) -> None:
+    """A metric effect into Prometheus: every Metric has its series here (the simulator and the
+    central baseline keep them in a Tally)."""
+    m = eff.metric
+    if m is Metric.CLAIMS_WON:
+        metrics.CLAIMS.labels(outcome="won").inc(eff.value)
+    elif m is Metric.CLAIMS_LOST:
+        metrics.CLAIMS.labels(outcome="lost").inc(eff.value)
+    elif m is Metric.WORK_DROPPED:
+        metrics.WORK_DROPPED.inc(eff.value)
+    elif m is Metric.TASK_SECONDS:
+        metrics.TASK_DURATION.observe(eff.value)
+    elif m is Metric.PROPOSALS_SCORED:
+        metrics.FIRST_PREVOTES.inc()
+        if eff.value >= 2:
+            metrics.FIRST_PREVOTES_COMPETING.inc()
+    elif m is Metric.PULL_UNANSWERED:
+        metrics.PULLS_UNANSWERED.inc(eff.value)
+    elif m is Metric.CLAIM_UNSTORED:
+        metrics.CLAIMS.labels(outcome="unstored").inc(eff.value)
+    elif m is Metric.TASK_RELEASED:
+        metrics.CLAIMS.labels(outcome="released").inc(eff.value)
+    elif m is Metric.LLM_BAD_OUTPUT:
+        metrics.LLM_UNUSABLE.labels(role=role).inc(eff.value)
+    elif m is Metric.SET_ASIDE:
+        metrics.SET_ASIDE.labels(role=role).inc(eff.value)
+    elif m is Metric.LEAF_BY_FALLBACK:
+        metrics.LEAF_BY_FALLBACK.inc(eff.value)
+    else:
+        raise TypeError(f"no series for metric {m!r}")
 
 
-__all__ = ["Driver", "ask", "declare_llm_series"]
+__all__ = ["Driver", "ask", "declare_llm_series", "record"]

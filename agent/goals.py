@@ -68,13 +68,10 @@ def check_goal_text(title: object, description: object = "") -> tuple[str, str]:
 
 
 def plan_params(settings: Settings, electorate: list[str]) -> PlanParams:
-    electorate = sorted(set(electorate))
-    return PlanParams(electorate=tuple(electorate), quorum=settings.quorum_for(len(electorate)),
-                      max_depth=settings.max_depth, max_children=settings.max_children,
-                      max_rounds=settings.max_rounds,
-                      max_lease_ms=int(settings.max_lease_seconds * 1000), brief=settings.brief,
-                      max_attempts=settings.max_attempts if settings.max_attempts > 1 else 0,
-                      token_budget=settings.token_budget)
+    return PlanParams.of(electorate, settings.quorum, max_depth=settings.max_depth,
+                         max_children=settings.max_children, max_rounds=settings.max_rounds,
+                         max_lease_ms=int(settings.max_lease_seconds * 1000), brief=settings.brief,
+                         max_attempts=settings.max_attempts, token_budget=settings.token_budget)
 
 
 def make_goal(settings: Settings, title: str, description: str, electorate: list[str]) -> Goal:

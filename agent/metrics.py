@@ -247,6 +247,23 @@ PULLS_UNANSWERED = Counter(
     "Executor: pulls before work that no peer answered (pulled again before spending the LLM)",
     registry=REGISTRY,
 )
+LLM_UNUSABLE = Counter(
+    "swarm_llm_unusable_answers",
+    "LLM answers a behaviour could not use (off the schema, empty): asked again, by role",
+    ["role"],
+    registry=REGISTRY,
+)
+SET_ASIDE = Counter(
+    "swarm_set_aside",
+    "Nodes set aside for a while because every LLM attempt at them failed, by role",
+    ["role"],
+    registry=REGISTRY,
+)
+LEAF_BY_FALLBACK = Counter(
+    "swarm_leaf_by_fallback",
+    "Scorer: prevotes for a leaf because the node's rounds ran out",
+    registry=REGISTRY,
+)
 LLM_CANCELLED = Counter(
     "swarm_llm_cancelled",
     "LLM requests stopped because their node was decided or done meanwhile, by role",

@@ -34,10 +34,11 @@ from agent.core.intake import Intake, IntakeConfig, Offer, Status
 from agent.core.membership import ROLES_FOR, Membership
 from agent.core.plan import Plan
 from agent.core.reasons import Reason, Rejected
-from agent.core.tree import NodeState, Tree, derive
-from agent.eventlog import EventLog
+from agent.core.tree import NodeState, Tree
+from agent.store import EventLog, StoreError
 from agent.errlog import RepeatedErrorLog
 from agent.settings import Settings
+from agent.shell import AgentShell
 
 RECEIVED_FSYNC_DELAY = 0.05  # s: how long a received event may wait for its batch's fsync
 
@@ -97,11 +98,13 @@ class Runtime:
         self.credential = credential
         self._announced: Credential | None = None  # the credential our last hello carried
         self.member_files: Any = None  # where the key and credential came from (open_runtime)
-        self.intake = Intake(IntakeConfig(max_ahead_ms=settings.max_ahead_ms,
-                                          max_drift_ms=settings.max_drift_ms,
-                                          author_rate=settings.author_rate,
-                                          author_burst=settings.author_burst),
-                             Plan(membership))
+        # the intake, log, tree and net view every driver keeps; this module adds the I/O
+        self.shell = AgentShell(Intake(IntakeConfig(max_ahead_ms=settings.max_ahead_ms,
+                                                    max_drift_ms=settings.max_drift_ms,
+                                                    author_rate=settings.author_rate,
+                                                    author_burst=settings.author_burst),
+                                       Plan(membership)), log)
+        self.intake = self.shell.intake
         self.plan = self.intake.plan
         self._unsaved: list[tuple[bytes, str]] = []  # received (raw, id) not yet written: retried
         self._unflushed = trio.Event()  # received events written but not yet fsynced
@@ -118,12 +121,7 @@ class Runtime:
         self._expired = RepeatedErrorLog(self.log, "waiting event refused", level="warning", field="reason")
         self._listeners: list[Callable[[], None]] = []
         self._changed = trio.Event()
-        self._tree: Tree | None = None
-        self._tree_version = -1
         self._progress = _Progress()
-        from agent.behaviour.timing import NetMeter
-
-        self.net_meter = NetMeter()  # gossip delay and misses, for the behaviours' windows
         from agent.core.skew import ClockCorrection
 
         # our clock against our peers', from their stamps; subtracted from our clock
@@ -194,12 +192,7 @@ class Runtime:
         metrics.CLOCK_CORRECTION.set(fix.correction_ms / 1000)
 
     def tree(self) -> Tree:
-        now = self.now_ms()
-        t = self._tree
-        if t is None or self._tree_version != self.plan.version or not t.now_ms <= now < t.valid_until:
-            t = self._tree = derive(self.plan, now, prev=t)
-            self._tree_version = self.plan.version
-        return t
+        return self.shell.tree(self.now_ms())
 
     def on_change(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (synchronously, cheaply) whenever the log grows."""
@@ -210,9 +203,13 @@ class Runtime:
             await self._changed.wait()
 
     # ------------------------------------------------------------------ intake
-    async def ingest(self, raw: bytes, source: str) -> bool:
-        """Validate, fold and store one event from anywhere. Never raises for bad input."""
-        return self._took(self.intake.offer_raw(raw, source, self.now_ms()), source)
+    async def ingest(self, raw: bytes | Event, source: str) -> bool:
+        """Validate, fold and store one event from anywhere (an Event: decoded, its signature
+        checked, by the gossip validator). Never raises for bad input."""
+        now = self.now_ms()
+        if isinstance(raw, Event):
+            return self._took(self.intake.offer(raw, source, now), source)
+        return self._took(self.intake.offer_raw(raw, source, now), source)
 
     def _took(self, offer: Offer, source: str) -> bool:
         ev = offer.event
@@ -243,8 +240,7 @@ class Runtime:
                            waiting_for=offer.waiting_for, source=source)
             return False
         if ev is not None and source not in ("self", "due") and ev in offer.accepted:
-            now = self.now_ms()
-            self.net_meter.delivered(source.startswith("sync:"), now - ev.hlc.wall, now)
+            self.shell.delivered(ev, source, self.now_ms())
         for e, exc in offer.dropped:
             metrics.EVENTS_REJECTED.labels(reason=exc.reason.value).inc()
             self._expired.failed(exc.reason.value, key=f"{exc.reason.value}:{e.author}",
@@ -272,8 +268,6 @@ class Runtime:
 
     def _flush_unsaved(self) -> None:
         """Write received events (their fsync comes in a batch: ``_flush_received``)."""
-        from agent.net.store import StoreError
-
         try:
             while self._unsaved:
                 raw, eid = self._unsaved[0]
@@ -290,8 +284,6 @@ class Runtime:
 
     def _flush_store(self) -> bool:
         """fsync what was written; False (logged, retried later) if the disk refuses."""
-        from agent.net.store import StoreError
-
         try:
             self.store.flush()
         except StoreError as exc:
@@ -304,8 +296,6 @@ class Runtime:
     async def _flush_received(self) -> None:
         """One fsync per batch of received events, at most RECEIVED_FSYNC_DELAY after the first,
         in a worker thread: the loop goes on receiving meanwhile."""
-        from agent.net.store import StoreError
-
         while True:
             await self._unflushed.wait()
             await trio.sleep(RECEIVED_FSYNC_DELAY)
@@ -425,16 +415,12 @@ class Runtime:
 
     async def _publish(self, body: Any) -> Event:
         await self._hold_back()
-        released: list[Event] = []
-        ev = self.intake.sign(self.identity, body, self.now_ms(), released)
+        ev, *released = self.shell.sign(self.identity, body, self.now_ms())
         metrics.EVENTS.labels(type=ev.type).inc()
         self._outbox.append(ev)
         self._changed_now()
         await self._flush_outbox()
-        # others' events ours unblocked (parked claims a decision of ours made valid): stored
-        # like any accepted event, after ours. (They were not: such a claim stayed in the fold
-        # but never reached the store, and sync had passed it; found by the chaos suite.)
-        for e in released:
+        for e in released:  # stored like any accepted event, after ours (AgentShell.sign)
             self._unsaved.append((e.raw, e.id))
             metrics.EVENTS.labels(type=e.type).inc()
             self.log.debug("event accepted", event_id=e.id, type=e.type, author=e.author,
@@ -444,8 +430,6 @@ class Runtime:
         return ev
 
     async def _flush_outbox(self) -> None:
-        from agent.net.store import StoreError
-
         while self._outbox:
             ev = self._outbox[0]
             if self._unsaved:
@@ -519,7 +503,7 @@ def open_runtime(settings: Settings, role: str, *, data_dir: Path | None = None,
     (``net_overrides``: NetConfig fields beyond the settings', e.g. for the bench)."""
     from agent.net.config import NetConfig
     from agent.net.host import Network
-    from agent.net.store import EventStore
+    from agent.store import EventStore
 
     from agent.credentials import check_own, load_credential, load_seed, member_files, membership_of
 
@@ -540,7 +524,7 @@ def open_runtime(settings: Settings, role: str, *, data_dir: Path | None = None,
     store = EventStore(data_dir / "events.jsonl")
     holder: dict[str, Runtime] = {}
 
-    async def ingest(raw: bytes, source: str) -> bool:
+    async def ingest(raw: bytes | Event, source: str) -> bool:
         return await holder["rt"].ingest(raw, source)
 
     log = structlog.get_logger().bind(role=role, peer_id=identity.peer_id)

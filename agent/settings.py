@@ -295,10 +295,9 @@ class Settings(BaseSettings):
     def quorum_for(self, electorate: int) -> int:
         """The quorum for an electorate of this size: the configured one, raised to a strict
         majority if the electorate is larger than expected."""
-        from agent.core.events import majority
+        from agent.core.events import quorum_for
 
-        least = majority(electorate)
-        return min(electorate, max(self.quorum or least, least))
+        return quorum_for(electorate, self.quorum)
 
     def timing(self) -> "Timing":
         from agent.behaviour.timing import Timing

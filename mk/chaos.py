@@ -21,6 +21,7 @@ import argparse
 import json
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -184,6 +185,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    # A background job of a script starts with SIGINT ignored, and Python then installs no
+    # KeyboardInterrupt: `kill -INT` (and a CI's or a test's interrupt) would do nothing
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         sys.exit(main())
     except KeyboardInterrupt:  # Ctrl-C: the cluster stays as it is; a line, not a traceback

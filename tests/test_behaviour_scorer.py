@@ -284,3 +284,30 @@ def test_a_split_missing_the_essential_work_is_sent_back_then_the_best_there_is_
     assert not r2.votes()  # round 2 waits for a refinement first
     r2.step(T0 + 1600 + TM.proposal_window_max_ms)
     assert [v.value for v in r2.votes() if v.phase == "prevote" and v.round == last] == [thin.id]
+
+
+def test_the_open_timeout_stretches_to_how_slowly_entries_come():
+    """A node nobody has proposed for yet is voted on (into LEAF) after the open timeout, but
+    not while decomposers are merely slow: once one slot's first split took 100 s to come, a
+    node with none waits 8 x 100 s, not the fixed 20 s (on a loaded machine three whole-plan
+    drafts queued past the fixed timeout and the root was done as one task)."""
+    g, hellos, ps = setup(props=1)
+    other = goal(U, wall=5, title="Open a bakery in Toronto", scorers=3)
+    r = Run([g, other] + hellos)
+    r.step(T0 + 10)
+    assert r.sc.open_timeout_ms() == TM.open_timeout_ms  # nothing measured yet: the fixed timeout
+    r.evs.append(ps[0])
+    r.step(T0 + 100_010)  # g's first split came 100 s after g was seen
+    assert r.sc.open_timeout_ms() == 800_000  # under the cap (1,200 s)
+    r.step(T0 + 30_000 + 10)
+    r.step(T0 + 799_000)
+    assert not [v for v in r.votes() if v.node == other.id]  # past 20 s: still waiting
+    r.step(T0 + 800_010 + 10)
+    assert [v.phase for v in r.votes() if v.node == other.id][:1] == ["prevote"]  # then voted on
+
+
+def test_the_open_timeout_has_a_cap_for_a_dead_decomposer():
+    import dataclasses
+    sc = Scorer(ME.peer_id, dataclasses.replace(TM, open_timeout_max_ms=60_000), seed=1)
+    sc.slowest_entry_ms = 3_600_000
+    assert sc.open_timeout_ms() == 60_000

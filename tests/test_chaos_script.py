@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("swarm_chaos", ROOT / "mk" / "chaos.py")
@@ -144,9 +146,14 @@ def test_a_submit_that_prints_no_goal_id_is_an_error(tmp_path):
     assert r.returncode != 0 and "submit printed no goal id" in r.stderr, r.stdout + r.stderr
 
 
-def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
+@pytest.mark.parametrize("started", ["foreground", "with SIGINT ignored"])
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path, started):
     import signal
     import time
+
+    # a background job of a non-interactive shell (how CI or a script may run `make test`)
+    # inherits SIGINT ignored; the interrupt must still stop it
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if started != "foreground" else None
 
     fake = tmp_path / "fake_compose.py"
     fake.write_text(FAKE)
@@ -154,7 +161,8 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path):
     state.write_text(json.dumps({"trees": [node("open")]}))  # never in progress: it polls on
     proc = subprocess.Popen([sys.executable, str(ROOT / "mk" / "chaos.py"), "--compose",
                              f"{sys.executable} {fake} {state}", "--goal", GOAL, "--poll", "0.05",
-                             "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--timeout", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=ignore)
     try:
         deadline = time.monotonic() + 30
         def polls() -> int:  # trees served so far (the fake may be writing the file right now)

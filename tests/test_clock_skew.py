@@ -17,7 +17,7 @@ from agent.core.events import Hello, sign_event
 from agent.core.hlc import Timestamp
 from agent.core.skew import SkewEstimator
 from agent.runtime import Runtime, load_identity
-from agent.eventlog import MemoryLog
+from agent.store import MemoryLog
 from agent.settings import load_settings
 
 T = 1_800_000_000_000

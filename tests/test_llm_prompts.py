@@ -230,3 +230,58 @@ def test_a_zero_cost_is_no_cost():
     ]}, currency="EUR")
     assert text.splitlines() == ["- Walk the Philosopher's Path (2027-04-06).", "- Enter Kinkaku-ji (500 JPY).",
                                  "- Check the opening hours."]
+
+
+def test_an_outline_under_one_heading_gives_the_sections_under_it():
+    # qwen2.5-1.5b's direct answer for the Leeds 5K: one numbered heading over six numbered
+    # sub-headings; read at the top level it was one part, and a draft could not be a split
+    text = ("### 1. Charity 5K Run in Leeds: Next May\n#### 1.1 Planning the Event\n- Choose Roundhay Park.\n"
+            "- Set the date: 30 May.\n#### 1.2 Event Organization\n- Recruit 40 volunteers.\n"
+            "#### 1.3 Race Day Execution\n- Start at 9:00.\n#### 1.4 Post-Race Activities\n- Hand out medals.\n")
+    subs = P.parse_outline(text, max_children=6)
+    assert [s["title"] for s in subs] == ["Planning the Event", "Event Organization", "Race Day Execution",
+                                          "Post-Race Activities"]
+    assert "Roundhay Park" in subs[0]["description"]
+
+
+def test_headings_that_frame_the_plan_are_not_its_parts():
+    # measured drafts: "Concrete Content; Execution" with the whole work under the first, and
+    # "Marketing ...; Customer Service ...; Post-Launch Evaluation; Conclusion"
+    text = ("## Concrete Content\n### 1. Find a venue\n- Book Roundhay Park.\n### 2. Recruit volunteers\n"
+            "- Ask 40 people.\n### 3. Promote the run\n- Post on local running club pages.\n"
+            "## Execution\n- Hold the run on 30 May.\n## Conclusion\nA great day for everyone.\n")
+    titles = [s["title"] for s in P.parse_outline(text, max_children=6)]
+    assert titles == ["Find a venue", "Recruit volunteers", "Promote the run", "Execution"]
+    text = ("# Plan for a home bakery in Toronto\n## Overview\nBake at home.\n## 1. Get a licence\n- Apply.\n"
+            "## 2. Build a menu\n- Six breads.\n## 3. Sell at markets\n- St. Lawrence Market.\n## Summary\nGood luck.")
+    assert [s["title"] for s in P.parse_outline(text, max_children=6)] == [
+        "Get a licence", "Build a menu", "Sell at markets"]
+    # a step that plans something is work, not a frame
+    text = "## Plan for race day\n- Start at 9:00.\n## Thank the volunteers\n- Send cards."
+    assert [s["title"] for s in P.parse_outline(text, max_children=6)] == ["Plan for race day",
+                                                                          "Thank the volunteers"]
+
+
+def test_an_action_that_pays_nothing_by_its_nature_gets_no_cost():
+    # qwen2.5-1.5b filled the cost field on every action ("Define the Event Coordinator (50 GBP)")
+    text = P.parse_execution({"actions": [
+        {"do": "Define the Event Coordinator's duties", "cost": "50 GBP", "when": "2027-05-01"},
+        {"do": "Research venues in Leeds", "cost": "200", "when": ""},
+        {"do": "Book Roundhay Park for the run", "cost": "800 GBP", "when": "2027-03-01"},
+        {"do": "Compare three caterers and pay the Leeds Bakery 300 GBP", "cost": "300 GBP", "when": ""}]},
+        currency="GBP")
+    assert text.splitlines() == ["- Define the Event Coordinator's duties (2027-05-01).", "- Research venues in Leeds.",
+                                 "- Book Roundhay Park for the run (800 GBP; 2027-03-01).",
+                                 "- Compare three caterers and pay the Leeds Bakery 300 GBP."]
+
+
+def test_the_fields_written_into_an_action_become_its_fields():
+    # measured: "Schedule 2 weeks of baking training ... Cost: 2,000 CAD, when: 2027-01-09 to 2027-01-26."
+    text = P.parse_execution({"actions": [
+        {"do": "Schedule 2 weeks of baking training at George Brown College. Cost: 2,000 CAD, when: "
+               "2027-01-09 to 2027-01-26.", "cost": "", "when": ""},
+        {"do": "Buy flour at Costco Cost: 300 CAD", "cost": "", "when": "2027-01-10"},
+        {"do": "Decide the cost: what to charge per loaf", "cost": "", "when": ""}]}, currency="CAD")
+    assert text.splitlines() == [
+        "- Schedule 2 weeks of baking training at George Brown College (2,000 CAD; 2027-01-09 to 2027-01-26).",
+        "- Buy flour at Costco (300 CAD; 2027-01-10).", "- Decide the cost: what to charge per loaf."]

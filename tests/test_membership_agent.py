@@ -17,7 +17,7 @@ from agent.core.events import Goal, Hello, Revoke, sign_event
 from agent.core.hlc import Timestamp
 from agent.core.membership import Membership, issue_credential
 from agent.credentials import load_credential, write_new
-from agent.eventlog import MemoryLog
+from agent.store import MemoryLog
 from agent.runtime import NotMember, Runtime, load_identity
 from agent.settings import load_settings
 from builders import AUTHORITY, ident, params

@@ -107,7 +107,7 @@ async def test_a_stranger_without_the_key_is_counted_and_logged_once_per_address
     from agent.core.identity import Identity
     from agent.net.config import NetConfig
     from agent.net.host import Network
-    from agent.net.store import EventStore
+    from agent.store import EventStore
 
     lines: list[dict] = []
 

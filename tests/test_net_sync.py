@@ -11,9 +11,9 @@ import trio
 
 from agent.core.events import Goal, sign_event
 from agent.core.hlc import Timestamp
-from agent.net.store import EventStore
+from agent.store import EventStore
 from agent.net.config import SyncLimits
-from agent.net.store import raw_event_id
+from agent.store import raw_event_id
 from agent.net.sync import (
     MAX_GET, MAX_ID_PAGE, MAX_PAGE, MAX_PAGE_BYTES, OrjsonCodec, SyncProtocolError, build_get,
     build_page, check_get_response, check_id_response, check_response, pack_ids, unpack_ids,
@@ -185,7 +185,7 @@ class _FakePeer:
 
 def _client(known: set[str], got: list[bytes], **kw) -> SyncClient:
     from agent.core.events import decode_event
-    from agent.net.intake import Intake
+    from agent.net.door import IngestDoor
     import structlog
 
     async def ingest(raw, source):
@@ -195,7 +195,7 @@ def _client(known: set[str], got: list[bytes], **kw) -> SyncClient:
         known.add(eid)
         return new
 
-    client = SyncClient(protocol="p", intake=Intake(ingest, structlog.get_logger()),
+    client = SyncClient(protocol="p", intake=IngestDoor(ingest, structlog.get_logger()),
                         connected=lambda: [], on_foreign=lambda p: None, knows=known.__contains__,
                         **kw)
     client._rr = object()  # "running"; requests go to the fake peer

@@ -17,10 +17,10 @@ from agent.core.backoff import Backoff
 from agent.core.events import Goal, Hello, sign_event
 from agent.core.hlc import Timestamp
 from agent.driver import Driver
-from agent.eventlog import MemoryLog
+from agent.store import MemoryLog
 from agent.llm.base import LLM, LLMUnavailable
 from agent.llm.scripted import ScriptedLLM
-from agent.net.store import EventStore, StoreError
+from agent.store import EventStore, StoreError
 from agent.net.sync_client import PeerSync, SyncReport
 from agent.runtime import Runtime, load_identity
 from agent.settings import load_settings

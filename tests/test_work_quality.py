@@ -587,3 +587,44 @@ def test_a_local_project_is_budgeted_in_the_money_of_its_place_and_next_may_is_m
     for g in ("Plan a trip to Lisbon next May", "Plant tomatoes next May", "Stay in a hostel in Porto next May"):
         assert facts.settled_dates("", 14, "2026-12-04", g) == "2027-05-01 to 2027-05-14", g
     assert facts.settled_dates("", 14, "2026-12-04", "Host a garden party next May") == "2027-05-18 to 2027-05-31"
+
+
+def test_a_result_does_not_say_the_goal_again_after_each_action():
+    from agent.core.text import without_goal_echo
+
+    goal = "Organize a charity 5K run in Leeds for 300 runners next May"
+    text = ("- Define the scope and objectives of the charity 5K run in Leeds for 300 runners next May (500 GBP).\n"
+            "- Book venue rental for the Charity 5K run in Leeds for 300 runners next May at 2,000 GBP.\n"
+            "- Promote the charity 5K run in Leeds for 300 runners next May on Facebook.")
+    assert without_goal_echo(text, goal).splitlines() == [
+        "- Define the scope and objectives (500 GBP).", "- Book venue rental at 2,000 GBP.",
+        "- Promote the charity 5K run in Leeds for 300 runners next May on Facebook."]  # its object: kept
+    assert without_goal_echo("- Visit Kyoto in April", "Plan a trip") == "- Visit Kyoto in April"  # too short to tell
+
+
+def test_a_step_dated_after_the_plans_last_day_or_before_today_goes_back():
+    g = goal(U, scorers=3, quorum=2, brief=True, max_depth=1)
+    top = proposal(D1, g.id, ["Book the Tokyo hotel", "Get around Tokyo"], wall=10)
+    evs = [g, brief(U, g.id), top] + [precommit(s, g.id, top.id, wall=20 + i) for i, s in enumerate(S[:2])]
+    tree = derive(fold(evs), T0 + 1000)
+    leaf = tree.node(f"{top.id}/1")
+    late = "- Buy Tokyo Metro tickets for 2 adults on 2027-04-02 (30 EUR).\n- Ride the Yamanote line on 2027-04-20."
+    assert any("dated 2027-04-20, after the plan's last day (2027-04-14)" in p
+               for p in work.result_checks(tree, leaf, late, synthesis=False))
+    past = "- Buy a Suica card for 2 adults on 2025-12-01 (30 EUR).\n- Ride the Yamanote line on 2027-04-03."
+    assert any("dated 2025-12-01, before today (2026-01-01)" in p
+               for p in work.result_checks(tree, leaf, past, synthesis=False))
+    ahead = "- Buy a 7-day Japan Rail Pass for 2 adults on 2027-03-10 (600 EUR).\n- Ride the Yamanote line on 2027-04-03."
+    assert work.result_checks(tree, leaf, ahead, synthesis=False) == []  # booked ahead: fine
+
+
+def test_a_move_is_one_way():
+    from agent.core import facts as fx
+
+    goal = "Move a family of four from Berlin to Lisbon for a new job"
+    facts = fx.brief_facts({"place": "Lisbon", "currency": "EUR"}, goal)
+    text = "- Book the TAP flight to Lisbon for 4 people on 2027-02-01 (800 EUR).\n- Prepare for the return flight."
+    assert any("treats the move as a round trip ('return flight')" in p for p in fx.result_problems(text, facts, goal=goal))
+    assert not any("round trip" in p for p in fx.result_problems(text, facts, goal="Plan a week in Lisbon"))
+    assert any("round trip" in p for p in fx.brief_problems({"done": "The family is back home in Berlin"}, goal))
+    assert not fx.round_trip("Move the furniture back home", "Move house furniture to the attic")

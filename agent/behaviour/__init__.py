@@ -4,18 +4,8 @@
 
 from .decomposer import Decomposer
 from .executor import Executor
+from .factory import make, strategy_for
 from .scorer import Scorer
 from .timing import Timing
 
-__all__ = ["Decomposer", "Executor", "Scorer", "Timing", "make"]
-
-
-def make(role: str, me: str, timing: Timing, seed: int, *, strategy: str = "by phase",
-         decomposers: int = 1):
-    if role == "decomposer":
-        return Decomposer(me, timing, seed, strategy=strategy)
-    if role == "scorer":
-        return Scorer(me, timing, seed, decomposers=decomposers)
-    if role == "executor":
-        return Executor(me, timing, seed)
-    raise ValueError(f"no behaviour for role {role!r}")
+__all__ = ["Decomposer", "Executor", "Scorer", "Timing", "make", "strategy_for"]

@@ -97,12 +97,12 @@ class Decomposer(Behaviour):
                 return out  # the LLM works ahead of the decision
             else:
                 self.job = None
-                out += [Cancel(job.ticket), Count(Metric.LLM_CANCELLED),
+                out += [Cancel(job.ticket),
                         log("info", "split not decided; work ahead abandoned", node=job.node)]
         if self.job is not None:
             n = tree.node(self.job.node)
             if n is None or not (self._brief_wanted(n) if self.job.brief else self._wanted(n)[0]):
-                out += [Cancel(self.job.ticket), Count(Metric.LLM_CANCELLED),
+                out += [Cancel(self.job.ticket),
                         log("info", "node moved on; split abandoned", node=self.job.node)]
                 self.job = None
             else:
@@ -175,7 +175,7 @@ class Decomposer(Behaviour):
             self.owe(n.id + "#b", answer)
             try:
                 body = work.brief_from(answer.value, tree, n, *self.unpaid.get(n.id + "#b", (0, 0)),
-                                       strict=job.attempt + 1 < self.timing.attempts)
+                                       strict=self.timing.may_retry(job.attempt + 1))
             except LLMBadOutput as exc:
                 answer = exc
             else:
@@ -186,7 +186,7 @@ class Decomposer(Behaviour):
             out: list[Effect] = [Count(Metric.LLM_BAD_OUTPUT),
                                  log("info", "unusable brief; trying another seed", node=n.id,
                                      attempt=job.attempt + 1, error=str(answer)[:200])]
-            if job.attempt + 1 < self.timing.attempts:
+            if self.timing.may_retry(job.attempt + 1):
                 return out + self._start_brief(tree, n, job.attempt + 1)
             self.set_aside[n.id + "#b"] = now + self.timing.set_aside_ms
             return out + [Count(Metric.SET_ASIDE), log("warning", "no usable brief; set aside", node=n.id,
@@ -244,7 +244,7 @@ class Decomposer(Behaviour):
             out: list[Effect] = [Count(Metric.LLM_BAD_OUTPUT),
                                  log("info", "unusable split; trying another seed", node=n.id,
                                      attempt=job.attempt + 1, error=str(answer)[:200])]
-            if job.attempt + 1 < self.timing.attempts:
+            if self.timing.may_retry(job.attempt + 1):
                 return out + self._start(tree, n, job.refines, job.closed, job.attempt + 1)
             self.set_aside[n.id] = now + self.timing.set_aside_ms
             return out + [Count(Metric.SET_ASIDE), log("warning", "no usable split; node set aside", node=n.id,

@@ -6,7 +6,8 @@ with the effect's ticket:
 
     Publish(body, ticket?)  sign, store and publish an event   -> the Event, or PublishFailed
     Ask(ticket, request)    one LLM request                    -> LLMReply, or an LLMError
-    Cancel(ticket)          the answer to an Ask is no longer wanted (no answer follows)
+    Cancel(ticket)          the answer to an Ask is no longer wanted (no answer follows; the
+                            driver counts it, so no metric effect goes with it)
     SyncPeers(ticket)       pull what every peer has            -> SyncDone
     WakeAt(at_ms)           poll me again at this time at the latest
     Count / Observe         a metric
@@ -26,11 +27,10 @@ class Metric(StrEnum):
     CLAIMS_WON = "claims_won"
     CLAIMS_LOST = "claims_lost"
     WORK_DROPPED = "work_dropped"  # the lease was lost while working: the answer is thrown away
-    LLM_CANCELLED = "llm_cancelled"  # an LLM call stopped because its node was decided/done
     TASK_SECONDS = "task_seconds"
     TASK_RELEASED = "task_released"
-    LLM_BAD_OUTPUT = "llm_bad_output"
-    SET_ASIDE = "set_aside"
+    LLM_BAD_OUTPUT = "llm_bad_output"  # an answer the behaviour could not use: tried again
+    SET_ASIDE = "set_aside"  # every attempt failed: the node waits a while
     LEAF_BY_FALLBACK = "leaf_by_fallback"  # a vote for LEAF because rounds ran out
     CLAIM_UNSTORED = "claim_unstored"  # a pull before work found our claim in no peer's store
     PULL_UNANSWERED = "pull_unanswered"  # an executor's pull before work that no peer answered

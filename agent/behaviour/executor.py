@@ -250,7 +250,7 @@ class Executor(Behaviour):
             assert isinstance(answer, SyncDone)
             t.sync_ticket = None
             others = [p for p in tree.with_role("executor") if p != self.me]
-            if answer.peers == 0 and others and t.unanswered + 1 < self.timing.attempts:
+            if answer.peers == 0 and others and self.timing.may_retry(t.unanswered + 1):
                 # nobody answered (gossip lagging by seconds, an overloaded machine, a cut):
                 # a competing claim may be on its way, so pull again before spending the LLM
                 t.unanswered += 1
@@ -263,7 +263,7 @@ class Executor(Behaviour):
                 # peers answered and none stored our claim (held: our clock runs ahead of
                 # theirs, or it was lost): work done now would not count anywhere yet
                 t.unstored += 1
-                if t.unstored < self.timing.attempts:
+                if self.timing.may_retry(t.unstored):
                     t.settle_until = now + self.settle_ms() * (2 ** t.unstored)
                     return [Count(Metric.CLAIM_UNSTORED),
                             log("info", "no peer has stored our claim; waiting before work", node=t.node,
@@ -288,7 +288,7 @@ class Executor(Behaviour):
             return self._drop(n, "task done by another executor", release=False)
         assert t.claim is not None
         if isinstance(answer, LLMReply):
-            last = t.attempt + 1 >= self.timing.attempts
+            last = not self.timing.may_retry(t.attempt + 1)
             t.spent = (t.spent[0] + answer.prompt_tokens, t.spent[1] + answer.completion_tokens)
             try:
                 body = work.result_from(answer.value, tree, n, t.claim, strict=not last,
@@ -308,7 +308,7 @@ class Executor(Behaviour):
             out: list[Effect] = [Count(Metric.LLM_BAD_OUTPUT),
                                  log("info", "unusable result; trying another seed", node=n.id,
                                      attempt=t.attempt, error=str(answer)[:200])]
-            if t.attempt < self.timing.attempts:
+            if self.timing.may_retry(t.attempt):
                 return out + self._ask(tree, n)
             self.task, self.phase = None, Phase.IDLE
             self.backoff.failed(now)

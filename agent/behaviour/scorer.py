@@ -80,6 +80,7 @@ class Scorer(Behaviour):
         super().__init__(me, timing, seed)
         self.decomposers = decomposers  # competing splits to wait for in round 1, at least
         self.known_decomposers = 0  # decomposers that announced themselves
+        self.slowest_entry_ms = 0  # the longest a slot of mine waited for its first entry
         self.verdicts: dict[str, Verdict] = {}
         # node -> my criteria for its splits (the essential work it needs; () when my LLM's
         # answer was unusable: the checks alone)
@@ -117,7 +118,7 @@ class Scorer(Behaviour):
         out: list[Effect] = []
         wake: list[int] = []
         if self.job is not None and not self._job_wanted(tree, self.job):
-            out += [Cancel(self.job.ticket), Count(Metric.LLM_CANCELLED),
+            out += [Cancel(self.job.ticket),
                     log("info", "slot decided; judging stopped", node=self.job.node, kind=self.job.kind)]
             self.job = None
         self.known_decomposers = tree.count_role("decomposer")
@@ -153,8 +154,19 @@ class Scorer(Behaviour):
         if o is None:
             o = self.obs[slot] = _Obs(seen=now)
         if o.first_proposal is None and first:
-            o.first_proposal = now
+            self._first_entry(o, now)
         return o
+
+    def _first_entry(self, o: _Obs, now: int) -> None:
+        o.first_proposal = now
+        self.slowest_entry_ms = max(self.slowest_entry_ms, now - o.seen)
+
+    def open_timeout_ms(self) -> int:
+        """How long a slot with no entry waits before it is voted on anyway: the fixed timeout,
+        stretched to how slowly entries have been coming (see Timing.open_timeout_ratio)."""
+        tm = self.timing
+        return int(min(tm.open_timeout_max_ms,
+                       max(tm.open_timeout_ms, tm.open_timeout_ratio * self.slowest_entry_ms)))
 
     # ------------------------------------------------------------------ the rounds (every slot)
     def _current_round(self, b: _Ballot, o: _Obs, now: int, wake: list[int]) -> int:
@@ -255,12 +267,12 @@ class Scorer(Behaviour):
         if not entries:
             if authored is None and self.atomic.get(n.id) and r == 1:
                 return True  # judged doable as it is: no need to wait for splits
-            if now >= o.seen + tm.open_timeout_ms:
+            if now >= o.seen + self.open_timeout_ms():
                 return True  # nobody proposes: vote anyway, rounds run out into LEAF
-            wake.append(o.seen + tm.open_timeout_ms)
+            wake.append(o.seen + self.open_timeout_ms())
             return False
         if o.first_proposal is None:
-            o.first_proposal = now
+            self._first_entry(o, now)
         took = max(0, o.first_proposal - o.seen)
         window = int(min(tm.proposal_window_max_ms, max(tm.proposal_window_min_ms, tm.proposal_window_ratio * took)))
         authors = {a for a, _w, _r in entries}

@@ -13,8 +13,17 @@ class Timing:
     proposal_window_min_ms: int = 1_500
     proposal_window_max_ms: int = 120_000
     proposal_window_ratio: float = 2.0
-    # A node nobody proposes for (no decomposer alive) is voted on anyway after this.
+    # A node nobody proposes for (no decomposer alive) is voted on anyway after this, or after
+    # open_timeout_ratio times the longest wait for a slot's first entry seen so far (a brief,
+    # a split), whichever is later, up to open_timeout_max_ms: on a loaded machine a decomposer's
+    # whole-plan draft (about 900 tokens) queued behind others took longer than the fixed 600 s,
+    # and the root was done as one task while three decomposers were still writing. A brief is
+    # about a tenth of a draft's tokens, hence the ratio; a dead decomposer still costs at most
+    # the cap (twice the fixed timeout, so a goal whose decomposers all died still ends well
+    # inside the simulator's two-hour liveness bound).
     open_timeout_ms: int = 600_000
+    open_timeout_ratio: float = 8.0
+    open_timeout_max_ms: int = 1_200_000
     # Electors wait this long for the rapporteur's reading of a result (its LLM call) before
     # they vote on their own checks alone.
     review_window_ms: int = 90_000
@@ -48,6 +57,12 @@ class Timing:
     # wait for peers' logs after start before voting or claiming (a restarted agent must not
     # act on a stale view); proceeds without if nobody answers in time
     startup_sync_ms: int = 10_000
+
+    def may_retry(self, tried: int) -> bool:
+        """After ``tried`` failed tries at one thing (an LLM answer that was unusable, a pull
+        before work that nobody answered or that found our claim unstored), may it be tried
+        once more? The one owner of the retry count: ``attempts`` tries in all."""
+        return tried < self.attempts
 
 
 STARTUP_GRACE_MS = 3_000  # after the startup sync, late history from peers is not a gossip miss

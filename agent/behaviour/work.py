@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from agent.core import facts as fx
+from agent.core import text as tx
 from agent.core.events import Brief, Proposal, Result, Subgoal
 from agent.core.scoring import (
     Verdict,
@@ -442,12 +443,35 @@ def result_checks(tree: Tree, node: NodeView, output: str, *, synthesis: bool) -
             cur = facts.currency
             out.append(f"its costs ({mine:,.0f} {cur}) take the plan to {spent + mine:,.0f} {cur}, over the "
                        f"budget of {budget:,.0f} {cur}: choose cheaper options")
+    late = outside_plan_dates(tree, node, output)
+    if late:
+        out.append(late)
     gone = fx.dropped_names(output, node.description, facts, goal) if node.description else []
     if gone:
         out.append(f"drops the draft's names ({', '.join(gone[:3])}): keep the real places, products and "
                    "choices the draft names")
     return out + ([repeat] if repeat else []) + fx.result_problems(
         output, facts, siblings=siblings, step=f"{node.title}: {node.description}".strip(" :"), goal=goal)
+
+
+def outside_plan_dates(tree: Tree, node: NodeView, output: str) -> str | None:
+    """A step dated after the plan's last day, or before the goal was set: the timeline the
+    brief settled contradicted (measured: a Leeds run's venue set up on 5-15 June for a run on
+    30 May; readers held such steps against the plan more than any other fault). Dates before
+    the plan's first day are fine: what is booked or bought ahead."""
+    rng = fx.date_range(str((root_of(tree, node).brief or {}).get("dates", "")))
+    today = frame(tree, node).today
+    dates = fx.calendar_dates(output)
+    if rng is not None:
+        late = [d for d in dates if d > rng[1]]
+        if late:
+            return (f"dated {late[0].isoformat()}, after the plan's last day ({rng[1].isoformat()}): "
+                    "date every action within the plan")
+    if today:
+        past = [d for d in dates if d.isoformat() < today]
+        if past:
+            return f"dated {past[0].isoformat()}, before today ({today}): date every action from today on"
+    return None
 
 
 def _others(tree: Tree, node: NodeView) -> list[tuple[str, str]]:
@@ -502,6 +526,7 @@ def result_from(answer: dict, tree: Tree, node: NodeView, claim_id: str, *, synt
                                    [fx.key_line(child_answer(c), facts) for c in node.children])
     else:
         output = P.parse_execution(answer, currency=brief_facts(tree, node).currency or "")
+        output = tx.without_goal_echo(output, goal_title(tree, node))
         output = _without_repeats(tree, node, output, strict=strict)
     if strict:
         problems = result_checks(tree, node, output, synthesis=synthesis)

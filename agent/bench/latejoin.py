@@ -35,7 +35,7 @@ from agent.core.tree import derive
 def _peers_logs(n: int, events: list, root: Path) -> list[Any]:
     """Children (demo machinery) of n observers whose logs hold ``events``."""
     from agent.demo import DemoConfig, plan_children
-    from agent.net.store import EventStore
+    from agent.store import EventStore
 
     cfg = DemoConfig(decomposers=0, scorers=0, executors=0, observers=n, llm="scripted", web=False,
                      extra_env={"SWARM_LOG_LEVEL": "info", "SWARM_SCORERS": "3"})  # no scorer runs
@@ -93,7 +93,7 @@ def _count_bytes() -> None:
 
 def raw_event_id(raw: bytes) -> str | None:
     """An event line's id (sha256 of its canonical bytes without "sig"); here, not imported
-    from agent.net.store, so this file also runs on a checkout of an earlier version."""
+    from agent.store, so this file also runs on a checkout of an earlier version."""
     import hashlib
 
     import orjson

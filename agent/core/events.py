@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Annotated, Any, ClassVar, Literal, Union
 
 import orjson
@@ -83,6 +84,14 @@ def is_majority(quorum: int, electors: int) -> bool:
     return majority(electors) <= quorum <= electors
 
 
+def quorum_for(electors: int, wanted: int | None = None, liars: int = 0) -> int:
+    """The quorum for ``electors``: ``wanted``, raised to a strict majority of the electorate
+    plus the ``liars`` it must tolerate (q > (n + f) / 2: fewer than 2q - n liars can never
+    decide two values, agent.core.consensus), and at most the whole electorate."""
+    least = majority(electors + liars)
+    return min(electors, max(wanted or least, least))
+
+
 class PlanParams(_Model):
     """Carried by the goal, so every peer folds that goal's tree with the same rules.
 
@@ -106,6 +115,15 @@ class PlanParams(_Model):
     token_budget: int = Field(default=0, ge=0, le=1_000_000_000)
 
     _omit_empty = frozenset({"brief", "max_attempts", "token_budget"})
+
+    @classmethod
+    def of(cls, electorate: Iterable[str], quorum: int | None = None, *, liars: int = 0,
+           max_attempts: int = 0, **fields: Any) -> "PlanParams":
+        """A goal's parameters, however the electorate came (any order, repeats): the quorum
+        by ``quorum_for``; ``max_attempts`` of 1 is one attempt without review, written 0."""
+        voters = tuple(sorted(set(electorate)))
+        return cls(electorate=voters, quorum=quorum_for(len(voters), quorum, liars),
+                   max_attempts=max_attempts if max_attempts > 1 else 0, **fields)
 
     @property
     def attempts(self) -> int:

@@ -556,6 +556,9 @@ def brief_problems(brief: Mapping[str, str], goal: str, today: str = "") -> list
     if said_months and mine_months and not said_months & mine_months:
         problems.append(f"dates '{brief.get('dates')}' are not in the goal's "
                         + "/".join(MONTHS[m - 1].capitalize() for m in sorted(said_months)))
+    back = round_trip(brief.get("done", ""), goal)
+    if back:
+        problems.append(f"done '{brief.get('done')}' treats the move as a round trip ('{back}')")
     if today[:4].isdigit():
         year = int(today[:4])
         years = [y for y, _m in months_in(brief.get("dates", "")) if y]
@@ -702,6 +705,21 @@ def echoed(text: str, instructions: Iterable[str], n: int = 5) -> str | None:
     return None
 
 
+# A move is one way: the 1.5B model planned a family's move to Lisbon as a trip ("prepare for
+# the return flight"), and a blind reader held it against the plan.
+_ONE_WAY = re.compile(r"\b(?:mov(?:e|es|ing)|relocat\w+|emigrat\w+)\b(?!\s+(?:house|furniture|boxes))", re.IGNORECASE)
+_RETURN = re.compile(r"\b(?:return (?:flights?|trip|journey|tickets?|home)|round[- ]trip|fly (?:back|home)|"
+                     r"back home|travel back|journey home|go(?:ing)? back home)\b", re.IGNORECASE)
+
+
+def round_trip(text: str, goal: str) -> str | None:
+    """The words that treat a one-way move as a round trip ("return flight"), or None."""
+    if not goal or not _ONE_WAY.search(goal):
+        return None
+    m = _RETURN.search(str(text))
+    return m.group(0) if m else None
+
+
 def result_problems(text: str, facts: BriefFacts, *, siblings: Iterable[tuple[str, str]] = (),
                     min_marks: int = 2, step: str = "", goal: str = "") -> list[str]:
     """Why a step's result is not plan content consistent with its brief and its siblings
@@ -709,6 +727,9 @@ def result_problems(text: str, facts: BriefFacts, *, siblings: Iterable[tuple[st
     problems = []
     if step and off_step(text, step, goal):
         problems.append(f"is not about this step ({step[:80].strip()}): carry out this step, not the others")
+    back = round_trip(text, goal)
+    if back:
+        problems.append(f"treats the move as a round trip ('{back}'): a move is one way")
     d = diary_phrase(text)
     if d:
         problems.append(f"written as a story of doing it (\"{d}\"): write what to do, not what was done")

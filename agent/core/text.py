@@ -263,3 +263,21 @@ def cross_overlaps(titles: Sequence[str], others: Iterable[str],
         if hit is not None and similarity(t, hit) >= threshold:
             out.append((t, hit))
     return out
+
+
+_GOAL_VERB = re.compile(r"^\s*(?:please\s+)?[A-Za-z]+\s+(?:(?:a|an|the|my|our|your)\s+)?", re.IGNORECASE)
+
+
+def without_goal_echo(text: str, goal: str) -> str:
+    """Each line of a step's result without the goal said again as its object ("Define the
+    scope of the charity 5K run in Leeds for 300 runners next May" -> "Define the scope"): the
+    1.5B model tacked the goal's whole title onto one action in three, and a plan read as the
+    same sentence over and over. Only a phrase naming the whole object of the goal (its title
+    after the verb: "charity 5K run in Leeds ...") is taken out, and only after a preposition,
+    so what is left is still the action."""
+    obj = _GOAL_VERB.sub("", " ".join(str(goal).split())).strip(" .")
+    if len(obj.split()) < 3:
+        return text
+    pat = re.compile(r",?\s+(?:for|of|at|during|in|on)\s+(?:(?:the|a|an|this|our|your)\s+)?"
+                     + r"\s+".join(re.escape(w) for w in obj.split()) + r"\b", re.IGNORECASE)
+    return "\n".join(pat.sub("", ln) for ln in str(text).splitlines())

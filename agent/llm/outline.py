@@ -32,6 +32,7 @@ class Section:
     text: str = ""
     items: list[Item] = field(default_factory=list)
     level: int = 1  # "#" marks, or the depth of its number ("1.2." is 2)
+    nested: bool = False  # its steps are the deeper headings under it (see _nested)
 
 
 @dataclass
@@ -74,6 +75,7 @@ def _nested(sections: list[Section]) -> list[Section]:
                 sub = sections[j]
                 body = "; ".join(it.text for it in sub.items) or sub.text
                 sec.items.append(Item(sub.title, f"{sub.title}: {body}" if body else sub.title))
+                sec.nested = True
                 j += 1
         out.append(sec)
         i = j
@@ -117,3 +119,28 @@ def parse_plan_text(text: str) -> TextPlan:
     lead = [s for s in sections if not s.text and not s.items]
     sections = [s for s in sections if s.text or s.items]
     return TextPlan(" ".join([s.title for s in lead] + summary), sections, loose)
+
+
+# Headings that frame a plan rather than name a part of its work: the model's title over the
+# whole plan ("Plan for ..."), its lead-in and its closing words, and the prompt's own words
+# said back as a heading ("Concrete Content"). As subgoals they cost an executor's call each and
+# gave plans like "Concrete Content; Execution" (the whole work under the first, measured) or
+# "...; Post-Launch Evaluation; Conclusion".
+_FRAME = re.compile(
+    r"^(?:an? |the )?(?:overview|introduction|intro|summary|conclusions?|final (?:thoughts|notes|words)|"
+    r"notes?|tips|additional (?:tips|notes|considerations)|key (?:considerations|points|takeaways)|"
+    r"considerations|resources|(?:concrete |detailed )?content|concrete (?:plan|steps)|sections? and steps|"
+    r"(?:complete |detailed |concrete )*plan(?: overview| outline| summary)?|outline|"
+    r"goals?|objectives?|purpose)$",
+    re.IGNORECASE)
+# a title over the whole plan ("Plan for a charity 5K run in Leeds"): a frame only when the
+# plan's sections are under it ("Plan for race day" with steps of its own is work)
+_TITLE = re.compile(r"^(?:(?:a |the |your )?(?:complete |detailed |concrete )*(?:plan|outline|roadmap|guide)"
+                    r" (?:for|to|of|on) .+)$", re.IGNORECASE)
+
+
+def is_frame(title: str, *, over_sections: bool = False) -> bool:
+    """Whether a section heading frames the plan (see _FRAME) instead of naming its work;
+    ``over_sections``: the heading has the plan's sub-headings under it."""
+    t = " ".join(str(title).split()).strip(" .:")
+    return bool(_FRAME.match(t) or (over_sections and _TITLE.match(t)))

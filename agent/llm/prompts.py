@@ -360,13 +360,25 @@ def _unlabelled(item: Any) -> str:
 
 def parse_outline(text: str, *, max_children: int) -> list[dict]:
     """The sections of a plan written as text, as subgoals (in order; each section's steps in
-    its description); a plan without sections gives its steps. ``LLMBadOutput`` when fewer
-    than two remain."""
-    from agent.llm.outline import parse_plan_text
+    its description); a plan without sections gives its steps. Headings that frame the plan
+    (its title over everything, an overview, a conclusion: ``outline.is_frame``) are not
+    parts of the work: a framing heading with the real sections under it gives those sections.
+    ``LLMBadOutput`` when fewer than two remain."""
+    from agent.llm.outline import is_frame, parse_plan_text
 
     tp = parse_plan_text(text)
     parts: list[tuple[str, str]] = []
-    for sec in tp.sections:
+    work = [sec for sec in tp.sections if sec.nested or not is_frame(sec.title)]
+    # one heading over every other (the model's "Plan for ..." or "1. The 5K run" with 1.1 ...
+    # under it), or a framing heading with the plan under it: its sub-headings are the parts
+    wrappers = [sec for sec in work if sec.nested and len(sec.items) >= 2]
+    flatten = {id(sec) for sec in wrappers if is_frame(sec.title, over_sections=True) or len(work) - 1 < 2}
+    if len(flatten) > 1:
+        flatten = set()
+    for sec in work:
+        if id(sec) in flatten:
+            parts += [(i.title, _unlabelled(i)) for i in sec.items if not is_frame(i.title)]
+            continue
         steps = "; ".join(_clip(_unlabelled(i), 160) for i in sec.items) or sec.text
         parts.append((sec.title, steps))
     if len(parts) < 2:
@@ -647,6 +659,31 @@ def _extra(value: Any, currency: str) -> str:
     return text
 
 
+# Actions that pay nothing by their nature: the 1.5B model fills the cost field anyway ("Define
+# the Event Coordinator (50 GBP)", "Research venues (200 EUR)"), and those figures took plans
+# past their budgets and read as nonsense. A figure the action itself names is kept.
+_UNPAID = re.compile(
+    r"^(?:define|decide|research|plan|list|draft|outline|write down|meet|contact|"
+    r"email|e-mail|call|phone|review|check|compare|identify|determine|discuss|agree|confirm|"
+    r"announce|thank|collect|gather feedback|evaluate|assess|estimate|calculate|set up a meeting|"
+    r"create a (?:list|schedule|timeline|checklist|budget|plan)|make a (?:list|schedule|plan|budget)|"
+    r"brainstorm|note|track|monitor|inform|notify|remind|prepare a (?:list|schedule|plan|budget))\b",
+    re.IGNORECASE)
+
+
+# the answer's fields written into the action's text ("Prepare a list of recipes. Cost: 2,000
+# CAD, when: 2027-01-09 to 2027-01-26", measured): taken out and used as the fields
+_FIELDS_IN = re.compile(r"[\s.,;]*\(?\s*\bcost\s*:\s*(?P<cost>[^,;()\d]{0,12}\d(?:[^,;()]|,(?=\d{3}))*?)"
+                        r"(?:\s*[,;]?\s*\bwhen\s*:\s*(?P<when>[^()]*?))?\s*\)?[\s.]*$", re.IGNORECASE)
+
+
+def _fields_in(text: str) -> tuple[str, str, str]:
+    m = _FIELDS_IN.search(text)
+    if not m or m.start() == 0:
+        return text, "", ""
+    return text[:m.start()], (m.group("cost") or "").strip(), (m.group("when") or "").strip()
+
+
 def parse_execution(answer: Any, *, currency: str = "") -> str:
     """The step's result as text: one line per action, "- Do this (cost; when)."."""
     a = parse_as(ExecuteAnswer, answer, "execution result")
@@ -656,13 +693,14 @@ def parse_execution(answer: Any, *, currency: str = "") -> str:
         raw = act.do
         if len(raw) >= ACTION_MAX - 5:  # cut by its length bound ("... Consider the"): its whole sentences
             raw = _whole(raw) or raw
+        raw, said_cost, said_when = _fields_in(raw)
         do = _sentence(raw)
         if not do or do.casefold() in seen:
             continue
         seen.add(do.casefold())
         # (a small model often writes the cost and date into the action too: not twice)
-        cost = _extra(act.cost, currency)
-        when = _extra(act.when, "")
+        cost = "" if _UNPAID.match(do) else _extra(act.cost if _extra(act.cost, currency) else said_cost, currency)
+        when = _extra(act.when if _extra(act.when, "") else said_when, "")
         extra = []
         for x in (cost, when):
             if x and x.casefold() not in do.casefold() and x.casefold() not in (e.casefold() for e in extra):

@@ -1,21 +1,21 @@
-"""Network layer: event store, libp2p host + gossipsub, sync protocol, discovery.
+"""Network layer: libp2p host + gossipsub, sync protocol, discovery (the event store it
+serves is agent.store).
 
-Import cost: ``agent.net.store``, ``.config``, ``.swarmkey``, ``.errlog`` and ``.stats`` are
+Import cost: ``.config``, ``.swarmkey``, ``.errlog`` and ``.stats`` are
 light; ``Network`` (``agent.net.host``) imports py-libp2p (about 1.2 s), so it is loaded
 lazily here.
 """
 
 from .config import NetConfig, SyncLimits
-from .store import EventStore, StoreError
 
-__all__ = ["EventStore", "IngestFn", "ListenError", "NetConfig", "Network", "PeerSync",
-           "StoreError", "SyncLimits", "SyncReport", "gossip_topic", "sync_protocol_id"]
+__all__ = ["IngestFn", "ListenError", "NetConfig", "Network", "PeerSync",
+           "SyncLimits", "SyncReport", "gossip_topic", "sync_protocol_id"]
 
 _LAZY = {"Network", "IngestFn", "ListenError", "PeerSync", "SyncReport", "gossip_topic",
          "make_gossipsub"}
 
 
-def __getattr__(name: str):  # lazy: keep `import agent.net` cheap for store-only users
+def __getattr__(name: str):  # lazy: keep `import agent.net` cheap for config-only users
     if name in _LAZY:
         from . import host
 

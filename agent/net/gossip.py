@@ -2,7 +2,7 @@
 
 Owns the Pubsub/GossipSub services, the topic validator, the reader that drains the
 subscription, the queue to the runtime, and publish backpressure. Hands what it receives to
-the Intake; tells its owner (callbacks) about refused messages and inbox overflow.
+the IngestDoor; tells its owner (callbacks) about refused messages and inbox overflow.
 
 py-libp2p 0.8.1 pitfalls handled here (see shared/notes/libp2p.md):
 - gossipsub defaults drop messages silently: heartbeat 1 s (default 120 s), adaptive gossip
@@ -68,17 +68,18 @@ from libp2p.pubsub.validators import signature_validator
 from libp2p.tools.anyio_service import background_trio_service
 
 from agent import metrics
-from agent.core.events import MAX_EVENT_BYTES, decode_event
+from agent.core.events import MAX_EVENT_BYTES, Event, decode_event
 from agent.core.reasons import Rejected
 
 from agent.errlog import RepeatedErrorLog
-from .intake import Intake
+from .door import IngestDoor
 from .stats import GossipStats, bump
 
 __all__ = ["CountingPubsub", "GossipChannel", "envelope_problem", "gossip_topic",
            "make_gossipsub"]
 
 INBOX_SIZE = 10_000
+VERIFIED_KEEP = 1_024  # validated messages whose Event waits for delivery (moments, normally)
 OUTBOUND_HIGH = 16  # of the library's 32-RPC per-peer outbound queue
 PUBLISH_WAIT_MAX = 0.25
 READY_TIMEOUT = 30.0
@@ -280,7 +281,7 @@ class CountingPubsub(Pubsub):
 
 
 class GossipChannel:
-    def __init__(self, *, peer_id: str, topic: str, intake: Intake, log: Any = None,
+    def __init__(self, *, peer_id: str, topic: str, intake: IngestDoor, log: Any = None,
                  on_reject: Callable[[str, str], None] | None = None,
                  on_overflow: Callable[[], None] | None = None) -> None:
         self.topic = topic
@@ -300,7 +301,10 @@ class GossipChannel:
         self._running = False
         self._publish_lock = trio.Lock()
         self._stuck: set[Any] = set()  # peers whose outbound queue does not drain
-        self._inbox: trio.MemorySendChannel[tuple[bytes, str]] | None = None
+        self._inbox: trio.MemorySendChannel[tuple[bytes | Event, str]] | None = None
+        # what the validator decoded, by the message's bytes: delivered as the Event, so its
+        # signature (the costly part of a check) is verified once here, not again at intake
+        self._verified: dict[bytes, Event] = {}
 
     def statistics(self) -> GossipStats:
         return self._stats.snapshot()
@@ -336,13 +340,13 @@ class GossipChannel:
             self._pubsub = self._gossipsub = None
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Subscribe and deliver messages to the Intake; call once the host listens."""
+        """Subscribe and deliver messages to the IngestDoor; call once the host listens."""
         pubsub = self._pubsub
         if pubsub is None:
             raise RuntimeError("GossipChannel.run() outside services()")
         with trio.fail_after(READY_TIMEOUT):
             await pubsub.wait_until_ready()
-        inbox_send, inbox_recv = trio.open_memory_channel[tuple[bytes, str]](INBOX_SIZE)
+        inbox_send, inbox_recv = trio.open_memory_channel[tuple[bytes | Event, str]](INBOX_SIZE)
         self._inbox = inbox_send  # before subscribing: messages arrive through _take
         await pubsub.subscribe(self.topic)
         async with trio.open_nursery() as nursery:
@@ -400,10 +404,14 @@ class GossipChannel:
         """Topic validator: reject what can never be valid, so it is not forwarded. Runs on
         every hop, the publisher included."""
         try:
-            decode_event(msg.data)
-            return True
+            ev = decode_event(msg.data)
         except Rejected as exc:
             reason, detail = exc.reason.value, exc.detail
+        else:
+            if len(self._verified) >= VERIFIED_KEEP:  # never taken (a library path): the oldest goes
+                del self._verified[next(iter(self._verified))]
+            self._verified[bytes(msg.data)] = ev
+            return True
         self._stats.rejected += 1
         fwd = forwarder.to_base58()
         self._rejects.failed(reason, key=f"{reason}:{fwd}", detail=detail[:200], forwarder=fwd,
@@ -420,6 +428,8 @@ class GossipChannel:
     def _take(self, msg: Any) -> None:
         """A validated message of our topic (from CountingPubsub): into our inbox."""
         origin = _origin(msg)
+        raw = bytes(msg.data)
+        ev = self._verified.pop(raw, None)
         if origin == self._peer_id:
             self._stats.own += 1  # the runtime ingested it when it published
             return
@@ -429,7 +439,7 @@ class GossipChannel:
         try:
             if inbox is None:
                 raise trio.WouldBlock
-            inbox.send_nowait((bytes(msg.data), origin))
+            inbox.send_nowait((raw if ev is None else ev, origin))
         except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
             self._stats.inbox_overflow += 1
             self._dropped(INBOX_FULL, origin, {"detail": "the runtime is behind; "
@@ -437,9 +447,9 @@ class GossipChannel:
             if self._on_overflow is not None:
                 self._on_overflow()
 
-    async def _deliver(self, inbox: trio.MemoryReceiveChannel[tuple[bytes, str]]) -> None:
-        async for raw, origin in inbox:
-            if await self._intake(raw, origin):
+    async def _deliver(self, inbox: trio.MemoryReceiveChannel[tuple[bytes | Event, str]]) -> None:
+        async for item, origin in inbox:
+            if await self._intake(item, origin):
                 self._stats.new += 1
 
 

@@ -6,13 +6,13 @@
       SyncServer     (sync_server.py)  serve our log to peers, with per-peer limits
       PeerKeeper     (peers.py)        known peers, reconnects, mDNS, failed connections
       DhtRendezvous  (rendezvous.py)   with SWARM_DHT: find members beyond the LAN
-      Intake         (intake.py)       the one door into the runtime's ``ingest``
+      IngestDoor     (door.py)         the one door into the runtime's ``ingest``
 
 The parts know nothing of each other or of this module: the facade injects callbacks
 (a connected peer -> sync it; a foreign peer -> not counted; gossip overflow -> resync), so
 the imports go one way (host -> parts -> wire/sync/store/stats).
 
-Data flow: gossip/sync -> (validator: size, schema, signature) -> Intake -> runtime ingest
+Data flow: gossip/sync -> (validator: size, schema, signature) -> IngestDoor -> runtime ingest
 (fold, store); runtime -> ``publish``. The runtime owns the store's writes; the Network only
 reads the store to answer sync requests.
 
@@ -39,12 +39,12 @@ from agent.errlog import RepeatedErrorLog
 from .config import NetConfig
 from .discovery import concrete_ips
 from .gossip import GossipChannel, gossip_topic, make_gossipsub
-from .intake import IngestFn, Intake
+from .door import IngestDoor, IngestFn
 from .liblog import route_library_logs
 from .peers import DialFailure, PeerKeeper
 from .rendezvous import DhtRendezvous
 from .stats import NetworkStats
-from .store import EventStore
+from agent.store import EventStore
 from .swarmkey import key_id
 from .sync import PeerCursor, sync_protocol_id
 from .sync_client import PeerSync, SyncClient, SyncReport
@@ -94,7 +94,7 @@ class Network:
         self._identity = identity
         self._peer_id = identity.peer_id
         self._log = log if log is not None else structlog.get_logger("agent.net")
-        self._intake = Intake(ingest, self._log)
+        self._intake = IngestDoor(ingest, self._log)
         self._peers = PeerKeeper(
             peer_id=self._peer_id, static_peers=config.peers,
             reconnect_interval=config.reconnect_interval, mdns=config.mdns, log=self._log,

@@ -59,7 +59,7 @@ from typing import Any
 
 import orjson
 
-from .store import EventStore
+from agent.store import EventStore
 
 __all__ = [
     "DEFAULT_PAGE", "MAX_GET", "MAX_ID_PAGE", "MAX_PAGE", "MAX_PAGE_BYTES", "OLD_MAX_PAGE_BYTES",

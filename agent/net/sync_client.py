@@ -34,9 +34,9 @@ from libp2p.request_response import (
 
 from agent import metrics
 
-from .intake import Intake
+from .door import IngestDoor
 from .stats import SyncClientStats
-from .store import raw_event_id
+from agent.store import raw_event_id
 from .sync import (
     MAX_GET, MAX_ID_PAGE, OLD_MAX_PAGE_BYTES, OrjsonCodec, PeerCursor, SyncProtocolError,
     SyncRefused, check_get_response, check_has_response, check_id_response, check_response,
@@ -91,7 +91,7 @@ class SyncReport:
 
 
 class SyncClient:
-    def __init__(self, *, protocol: str, intake: Intake, connected: Callable[[], list[str]],
+    def __init__(self, *, protocol: str, intake: IngestDoor, connected: Callable[[], list[str]],
                  on_foreign: Callable[[str], None], page: int = 200, timeout: float = 10.0,
                  interval: float = 10.0, log: Any = None,
                  knows: Callable[[str], bool] | None = None, ids: bool = True,

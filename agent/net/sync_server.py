@@ -27,7 +27,7 @@ from agent import metrics
 from .config import SyncLimits
 from agent.errlog import RepeatedErrorLog
 from .stats import SyncServerStats, bump
-from .store import EventStore, StoreError
+from agent.store import EventStore, StoreError
 from .sync import (
     MAX_PAGE_BYTES, SyncProtocolError, build_get, build_page, decode_request, error_reply,
     parse_has_request,

@@ -1,33 +1,34 @@
 """A deterministic, fault-injecting simulation of a whole swarm in virtual time.
 
-The agents are the real thing below the I/O line: the same `Intake` (validate, clock bound,
-fold) and the same behaviour objects (`agent.behaviour`) as the trio runtime; this module is
-only their second driver. It models what the real world does to them: gossip delays with long
-tails, loss, duplication, reordering, partitions that heal, anti-entropy sync, crashes and
-restarts from the stored log (with a torn last write), pauses longer than a lease, per-agent
-clock skew, slow, failing and garbage-answering LLMs, and Byzantine members within the
-documented bound. One seed gives one run; `agent.sim.checker` checks the invariants after
-every step.
+The agents are the real thing below the I/O line: the same shell (`agent.shell`: intake, log,
+tree, net view) and the same behaviour objects (`agent.behaviour`) as the trio runtime; this
+module holds the agents and is their second driver (it executes their effects in virtual
+time). What the world does to them is split by who owns it: the network (`network.py`: gossip
+delays with long tails, loss, duplication, reordering, partitions that heal, anti-entropy
+sync), the fault plan (`faults.py`: when partitions, crashes and pauses happen), the LLM
+(`llm.py`: slow, failing and garbage-answering), and here what a fault does to an agent:
+crashes and restarts from the stored log (with a torn last write), pauses longer than a
+lease, per-agent clock skew, Byzantine members within the documented bound. One seed gives
+one run; `agent.sim.checker` checks the invariants after every step.
 """
 
 from __future__ import annotations
 
 import hashlib
 import heapq
-import math
 import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.behaviour import Decomposer, Executor, Scorer
+from agent.behaviour import make as make_behaviour, strategy_for
 from agent.behaviour.base import Behaviour
-from agent.behaviour.timing import STARTUP_GRACE_MS, NetMeter
-from agent.behaviour.work import DEFAULT_STRATEGIES as STRATEGIES  # the demo's, in the same order
 from agent.behaviour.effects import (
-    Ask, Cancel, Count, Effect, LLMReply, Log, Metric, Observe, Publish, PublishFailed, SyncDone,
+    Ask, Cancel, Count, Effect, Log, Metric, Observe, Publish, PublishFailed, SyncDone,
     SyncPeers, WakeAt,
 )
-from agent.core.events import Credential, Event, Goal, Hello, PlanParams, decode_event, majority, sign_event
+from agent.core.events import (
+    Credential, Event, Goal, Hello, PlanParams, quorum_for, sign_event,
+)
 from agent.core.hlc import Timestamp
 from agent.core.identity import Identity
 from agent.core.intake import Intake, IntakeConfig, Status
@@ -35,10 +36,9 @@ from agent.core.membership import Membership, issue_credential
 from agent.core.plan import Plan
 from agent.core.reasons import Rejected
 from agent.core.skew import ClockCorrection, counts_for_clock, hold_back_until
-from agent.core.tree import Tree, derive
-from agent.eventlog import MemoryLog
-from agent.llm.base import LLMRequest, LLMUnavailable
-from agent.llm.scripted import scripted_answer
+from agent.core.tree import Tree
+from agent.shell import AgentShell, Tally, route
+from agent.store import MemoryLog
 
 from .checker import Checker
 from .byzantine import (
@@ -46,6 +46,9 @@ from .byzantine import (
     SybilPublish,
 )
 from .config import START_MS, SimConfig
+from .faults import schedule_faults
+from .llm import SimLLM
+from .network import SimNetwork
 
 CLOCK_CHECK_MS = 500  # how often a runtime re-estimates its clock (agent.runtime housekeeping)
 
@@ -62,8 +65,9 @@ class SimAgent:
     name: str
     role: str
     identity: Identity
-    log: MemoryLog = field(default_factory=MemoryLog)
-    intake: Intake = field(default_factory=Intake)
+    # its intake, log, tree and measure of gossip: what every driver keeps (a restart makes a
+    # new one over the same log)
+    shell: AgentShell = field(default_factory=lambda: AgentShell(Intake(), MemoryLog()))
     behaviour: Behaviour | None = None
     epoch: int = 0
     crashed: bool = False
@@ -82,14 +86,10 @@ class SimAgent:
     strategy: str = "by phase"
     ids_hash: int = 0  # xor of event-id hashes: a cheap fingerprint of the event set
     cursors: dict[int, int] = field(default_factory=dict)  # peer -> how far its log was pulled
-    meter: NetMeter = field(default_factory=NetMeter)  # what its driver measures of gossip
-    ready_at: int | None = None
     # a restart's view is provisional until a sync answered: it may lack received events the
     # crash lost (a torn last line, events held in memory while the disk was full)
     synced: bool = True
     credential: Credential | None = None  # its membership credential (None: a stranger)
-    _tree: Tree | None = None
-    _tree_version: int = -1
 
     @property
     def me(self) -> str:
@@ -99,12 +99,16 @@ class SimAgent:
     def up(self) -> bool:
         return not self.crashed and self.paused_until is None
 
+    @property
+    def intake(self) -> Intake:
+        return self.shell.intake
+
+    @property
+    def log(self) -> MemoryLog:
+        return self.shell.log  # type: ignore[return-value]  (the simulator gives every agent one)
+
     def tree(self, now: int) -> Tree:
-        t = self._tree
-        if t is None or self._tree_version != self.intake.plan.version or not t.now_ms <= now < t.valid_until:
-            t = self._tree = derive(self.intake.plan, now, prev=t)
-            self._tree_version = self.intake.plan.version
-        return t
+        return self.shell.tree(now)
 
 
 @dataclass
@@ -117,14 +121,22 @@ class SimStats:
     llm_calls: dict[str, int] = field(default_factory=dict)
     llm_cancelled: int = 0
     llm_wasted: int = 0  # answers that arrived for work nobody wanted any more
-    metrics: dict[str, float] = field(default_factory=dict)
+    tally: Tally = field(default_factory=Tally)  # the behaviours' metric effects
     rejected: dict[str, int] = field(default_factory=dict)
     injected: list[str] = field(default_factory=list)
     done_ms: int | None = None
     virtual_ms: int = 0
     held_back: int = 0  # publishes that waited for the agent's stamps to be within the bound
-    first_round_tables: list[int] = field(default_factory=list)  # proposals on the table at prevote
     executions: dict[str, set] = field(default_factory=dict)  # task -> claims that spent LLM work on it
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        return self.tally.totals
+
+    @property
+    def first_round_tables(self) -> list[int]:
+        """Per first-round prevote, the proposals on the table."""
+        return [int(v) for v in self.tally.observed.get(Metric.PROPOSALS_SCORED.value, [])]
 
 
 class Simulation:
@@ -136,8 +148,9 @@ class Simulation:
         self.heap: list[tuple[int, int, str, int, Any]] = []
         self.stats = SimStats()
         self.agents: list[SimAgent] = []
-        self.partition: dict[int, int] | None = None  # agent -> group while partitioned
-        self.decoded: dict[bytes, Event] = {}
+        # what the world does to the agents, each drawing from the one generator above
+        self.net = SimNetwork(cfg, self.rng, self.stats, self.agents, lambda: self.now, self.at)
+        self.llm = SimLLM(cfg, self.rng, lambda: self.now)
         self.retracted: set[str] = set()  # own events torn before they were published
         self.sybil_ids: set[str] = set()  # events signed by an insider's extra keys
         self.sybil_authors: set[str] = set()  # an insider's extra keys
@@ -167,9 +180,9 @@ class Simulation:
         for i, role in enumerate(roles):
             counts[role] = counts.get(role, 0) + 1
             name = f"{role}-{counts[role]}"
-            a = SimAgent(i, name, role, self._ident(name), intake=self._new_intake())
+            a = SimAgent(i, name, role, self._ident(name), self._new_shell())
             a.credential = self._credential(a)
-            a.strategy = STRATEGIES[(counts[role] - 1) % len(STRATEGIES)]
+            a.strategy = strategy_for(counts[role] - 1)
             if f.skew_ms:
                 a.skew = self.rng.randint(-f.skew_ms, f.skew_ms)
             self.agents.append(a)
@@ -193,20 +206,17 @@ class Simulation:
         for a in self.agents:
             if a.role == "stranger":
                 a.byzantine = True
-        electorate = sorted(a.me for a in self.agents if a.role == "scorer")
-        n = len(electorate)
-        # fewer than 2q - n liars keep a decision safe (agent.core.consensus): q > (n + f) / 2
-        quorum = cfg.quorum or majority(n + f.byzantine)
+        self.params = PlanParams.of((a.me for a in self.agents if a.role == "scorer"), cfg.quorum,
+                                    liars=f.byzantine, max_depth=cfg.max_depth,
+                                    max_children=cfg.max_children, max_rounds=cfg.max_rounds,
+                                    max_lease_ms=cfg.max_lease_ms, brief=cfg.brief,
+                                    max_attempts=cfg.max_attempts, token_budget=cfg.token_budget)
+        n, quorum = len(self.params.electorate), self.params.quorum
         if f.byzantine and not f.byzantine < 2 * quorum - n:
             raise ValueError(f"{f.byzantine} Byzantine electors exceed the bound for quorum {quorum} of {n}")
-        self.params = PlanParams(electorate=tuple(electorate), quorum=quorum, max_depth=cfg.max_depth,
-                                 max_children=cfg.max_children, max_rounds=cfg.max_rounds,
-                                 max_lease_ms=cfg.max_lease_ms, brief=cfg.brief,
-                                 max_attempts=cfg.max_attempts if cfg.max_attempts > 1 else 0,
-                                 token_budget=cfg.token_budget)
 
-    def _new_intake(self) -> Intake:
-        return Intake(self.intake_config, Plan(self.membership))
+    def _new_shell(self, log: MemoryLog | None = None) -> AgentShell:
+        return AgentShell(Intake(self.intake_config, Plan(self.membership)), log or MemoryLog())
 
     def _credential(self, a: SimAgent) -> Credential | None:
         """What the swarm's authority issued to ``a`` (a stranger gets nothing)."""
@@ -220,18 +230,16 @@ class Simulation:
         if self.cfg.behaviour_seed is not None:
             seed = self.cfg.behaviour_seed
         t = self.cfg.timing
-        if a.role == "decomposer":
-            return Decomposer(a.me, t, seed, strategy=a.strategy)
-        if a.role == "scorer":
-            cls = EquivocatingScorer if a.byzantine else Scorer
-            return cls(a.me, t, seed)
-        if a.role == "executor":
-            if a.name.endswith("-insider"):
-                return InsiderExecutor(a.me, t, seed, active_until=START_MS + self.cfg.fault_phase_ms)
-            cls = SquatterExecutor if a.byzantine else Executor
-            return cls(a.me, t, seed)
+        if a.role == "scorer" and a.byzantine:
+            return EquivocatingScorer(a.me, t, seed)
+        if a.role == "executor" and a.name.endswith("-insider"):
+            return InsiderExecutor(a.me, t, seed, active_until=START_MS + self.cfg.fault_phase_ms)
+        if a.role == "executor" and a.byzantine:
+            return SquatterExecutor(a.me, t, seed)
         if a.role == "stranger":
             return StrangerVoter(a.me, t, seed)
+        if a.role in ("decomposer", "scorer", "executor"):
+            return make_behaviour(a.role, a.me, t, seed, strategy=a.strategy)
         return None
 
     def local(self, a: SimAgent) -> int:
@@ -254,63 +262,27 @@ class Simulation:
         self.seq += 1
         heapq.heappush(self.heap, (when, self.seq, kind, idx, payload))
 
-    def _delay(self) -> int:
-        f, r = self.cfg.faults, self.rng.random()
-        if r < f.very_slow and self.now < START_MS + self.cfg.fault_phase_ms:
-            return self.rng.randint(30_000, 60_000)
-        if r < f.very_slow + f.slow:
-            return self.rng.randint(500, 5_000)
-        return self.rng.randint(3, 60)
-
-    def reachable(self, i: int, j: int) -> bool:
-        return self.partition is None or self.partition[i] == self.partition[j]
-
     # ------------------------------------------------------------------ publishing
     def publish(self, a: SimAgent, body: Any) -> Event:
         now = self.local(a)
         if isinstance(body, Hello) and a.credential is not None:
             body = body.model_copy(update={"credential": a.credential})
-        released: list[Event] = []
-        ev = a.intake.sign(a.identity, body, now, released)
-        self._stored(a, ev)
-        for e in released:  # others' events ours unblocked: stored too (as the runtime does)
+        signed = a.shell.sign(a.identity, body, now)
+        for e in signed:
             self._stored(a, e)
+        ev = signed[0]
         self.stats.events_published += 1
         self.origin[ev.id] = a.idx
-        self.gossip(a, ev.raw)
+        self.net.gossip(a, ev.raw)
         return ev
-
-    def gossip(self, a: SimAgent, raw: bytes) -> None:
-        f = self.cfg.faults
-        in_faults = self.now < START_MS + self.cfg.fault_phase_ms
-        for b in self.agents:
-            if b is a:
-                continue
-            if in_faults and self.rng.random() < f.loss:
-                self.stats.lost += 1
-                continue
-            self.at(self.now + self._delay(), "deliver", b.idx, (raw, a.idx))
-            if in_faults and self.rng.random() < f.dup:
-                self.stats.duplicated += 1
-                self.at(self.now + self._delay(), "deliver", b.idx, (raw, a.idx))
 
     def _stored(self, a: SimAgent, ev: Event) -> None:
         a.log.append(ev.raw)
         a.ids_hash ^= int(ev.id[:16], 16)
         a.dirty = True
 
-    def _decode(self, raw: bytes) -> Event | None:
-        ev = self.decoded.get(raw)
-        if ev is None:
-            try:
-                ev = decode_event(raw)
-            except Rejected:
-                return None
-            self.decoded[raw] = ev
-        return ev
-
     def offer(self, b: SimAgent, raw: bytes, source: str) -> bool:
-        ev = self._decode(raw)
+        ev = self.net.decode(raw)
         if ev is None or ev.id in self.retracted:
             return False
         now = self.local(b)
@@ -320,7 +292,7 @@ class Simulation:
             # (a pending event's stamp is not checked yet: agent.runtime)
             self._sample_clock(b, ev)
         if ev in offer.accepted and source != "self":
-            b.meter.delivered(source.startswith("sync"), now - ev.hlc.wall, now)
+            b.shell.delivered(ev, source, now)
         return self._took(b, offer)
 
     def _took(self, b: SimAgent, offer: Any) -> bool:
@@ -346,7 +318,7 @@ class Simulation:
         self._post_goal()
         for a in self.agents:
             self.at(self.now + self.rng.randint(0, self.cfg.sync_interval_ms), "antientropy", a.idx)
-        self._plan_faults()
+        schedule_faults(self.cfg, self.rng, self.now, self.agents, self.at)
 
     def _post_goal(self) -> None:
         """The submitter publishes the goal once it holds every elector's hello (a real one
@@ -366,27 +338,6 @@ class Simulation:
 
     def by_name(self, name: str) -> SimAgent:
         return next(a for a in self.agents if a.name == name)
-
-    def _plan_faults(self) -> None:
-        for at, action, args in self.cfg.script:
-            self.at(self.now + at, "script", -1, (action, args))
-        f, cfg = self.cfg.faults, self.cfg
-        span = cfg.fault_phase_ms
-        movable = [a for a in self.agents if a.role in ("decomposer", "scorer", "executor", "observer")]
-        for _ in range(f.partitions):
-            t0 = self.now + self.rng.randint(0, span // 2)
-            dur = self.rng.randint(5_000, span // 2)
-            self.at(t0, "partition", -1, None)
-            self.at(min(t0 + dur, START_MS + span), "heal", -1, None)
-        for _ in range(f.crashes):
-            a = self.rng.choice(movable)
-            t0 = self.now + self.rng.randint(0, span)
-            self.at(t0, "crash", a.idx, None)
-            self.at(t0 + self.rng.randint(1_000, 40_000), "restart", a.idx, None)
-        for _ in range(f.pauses):
-            a = self.rng.choice(movable)
-            t0 = self.now + self.rng.randint(0, span)
-            self.at(t0, "pause", a.idx, self.rng.randint(cfg.timing.lease_ms + 1_000, 2 * cfg.timing.lease_ms + 5_000))
 
     def run(self) -> SimStats:
         if self.checker is None:
@@ -428,7 +379,7 @@ class Simulation:
     def quiesce(self) -> None:
         """Heal everything and let every agent pull every other's log until nothing is new:
         what the real swarm's anti-entropy reaches given time."""
-        self.partition = None
+        self.net.partition = None
         for a in self.agents:
             if a.crashed:
                 self._restart(a)
@@ -447,7 +398,7 @@ class Simulation:
                 for b in self.agents:
                     if a is not b:
                         for raw in b.log.records:
-                            ev = self._decode(raw)
+                            ev = self.net.decode(raw)
                             if ev is not None and not a.intake.knows(ev.id):
                                 new += self.offer(a, raw, "sync:" + b.me)
             if not new:
@@ -461,7 +412,7 @@ class Simulation:
             for g, names in enumerate(args):
                 for name in names:
                     groups[self.by_name(name).idx] = g
-            self.partition = groups
+            self.net.partition = groups
             self.stats.injected.append(f"{self.now - START_MS} ms: partition {args}")
         elif action == "heal":
             self._handle("heal", -1, None)
@@ -475,17 +426,17 @@ class Simulation:
             for _ in range(count):
                 n = sum(1 for a in self.agents if a.role == role) + 1
                 name = f"{role}-{n}"
-                a = SimAgent(len(self.agents), name, role, self._ident(name), intake=self._new_intake())
+                a = SimAgent(len(self.agents), name, role, self._ident(name), self._new_shell())
                 a.credential = self._credential(a)
                 a.behaviour = self._behaviour(a)
                 self.agents.insert(len(self.agents) - 1, a)  # the observer stays last
                 for i, b in enumerate(self.agents):
                     b.idx = i
-                if self.partition is not None:
-                    self.partition = {b.idx: self.partition.get(b.idx, 0) for b in self.agents}
+                if self.net.partition is not None:
+                    self.net.partition = {b.idx: self.net.partition.get(b.idx, 0) for b in self.agents}
                 self.stats.injected.append(f"{self.now - START_MS} ms: {name} joins")
                 self.publish(a, Hello(role=role, name=name))
-                self._request_sync(a, [b for b in self.agents if b is not a and b.up], None)
+                self.net.request_sync(a, [b for b in self.agents if b is not a and b.up], None)
                 self.at(self.now + self.cfg.sync_interval_ms, "antientropy", a.idx)
         else:
             raise ValueError(f"unknown scripted action {action!r}")
@@ -496,13 +447,13 @@ class Simulation:
             return
         if kind == "partition":
             groups = {a.idx: self.rng.randint(0, 1) for a in self.agents}
-            self.partition = groups
+            self.net.partition = groups
             self.stats.injected.append(f"{self.now - START_MS} ms: partition "
                                        + " | ".join(",".join(a.name for a in self.agents if groups[a.idx] == g) for g in (0, 1)))
             return
         if kind == "heal":
-            if self.partition is not None:
-                self.partition = None
+            if self.net.partition is not None:
+                self.net.partition = None
                 self.stats.injected.append(f"{self.now - START_MS} ms: heal")
             return
         a = self.agents[idx]
@@ -551,13 +502,13 @@ class Simulation:
             return
         if kind == "deliver":
             raw, src = payload
-            if not self.reachable(src, a.idx):
+            if not self.net.reachable(src, a.idx):
                 self.stats.lost += 1
                 return
             self.stats.deliveries += 1
             self.offer(a, raw, self._sender(src))
         elif kind == "antientropy":
-            self._antientropy(a)
+            self.net.antientropy(a)
         elif kind == "sync_done":
             epoch, ticket, raws, peers, holders = payload
             if epoch != a.epoch:
@@ -573,7 +524,7 @@ class Simulation:
                     self.stats.llm_wasted += 1
                 return
             del a.asks[ticket]
-            self._answer(a, ticket, self._llm_answer(req))
+            self._answer(a, ticket, self.llm.answer(req))
         elif kind == "wake":
             epoch = payload
             if epoch == a.epoch:
@@ -583,32 +534,6 @@ class Simulation:
         for offer in a.intake.due(self.local(a)):
             self._took(a, offer)
 
-    def _antientropy(self, a: SimAgent) -> None:
-        peers = [b for b in self.agents if b is not a and b.up and self.reachable(a.idx, b.idx)]
-        if not peers:
-            return
-        b = self.rng.choice(peers)
-        self._request_sync(a, [b], None)
-
-    def _request_sync(self, a: SimAgent, peers: list[SimAgent], ticket: int | None,
-                      confirm: str | None = None) -> None:
-        # (who stored the event asked about: as each peer's store holds it now)
-        holders = None if confirm is None else sum(1 for b in peers if confirm in b.intake.plan.events)
-        raws = []
-        seen = set()
-        for b in peers:
-            # a per-peer cursor, as the real sync keeps (reset when that log got shorter)
-            start = a.cursors.get(b.idx, 0)
-            if start > len(b.log.records):
-                start = 0
-            a.cursors[b.idx] = len(b.log.records)
-            for raw in b.log.records[start:]:
-                ev = self._decode(raw)
-                if ev is not None and ev.id not in seen and not a.intake.knows(ev.id):
-                    seen.add(ev.id)
-                    raws.append((raw, b.idx))
-        self.at(self.now + self.rng.randint(5, 120), "sync_done", a.idx, (a.epoch, ticket, raws, len(peers), holders))
-
     # ------------------------------------------------------------------ crashes
     def _crash(self, a: SimAgent) -> None:
         a.crashed = True
@@ -617,7 +542,7 @@ class Simulation:
         a.deferred = []
         torn = ""
         if a.log.records and self.rng.random() < self.cfg.faults.torn:
-            last = self._decode(a.log.records[-1])
+            last = self.net.decode(a.log.records[-1])
             # our runtime stores an event of ours before publishing it: a torn own event was
             # never published, unless a peer has it already (then the crash came later)
             if last is not None and (self.origin.get(last.id) != a.idx or not self._seen_elsewhere(a, last.id)):
@@ -635,19 +560,17 @@ class Simulation:
         a.synced = False
         a.paused_until = None
         a.buffered.clear()
-        a.intake = Intake(a.intake.config, Plan(self.membership))
+        a.shell = AgentShell(Intake(a.intake.config, Plan(self.membership)), a.log)
         a.cursors = {}
-        events = [e for raw in a.log.records if (e := self._decode(raw)) is not None]
+        events = [e for raw in a.log.records if (e := self.net.decode(raw)) is not None]
         a.intake.restore(events, self.local(a))
         a.ids_hash = 0
         for e in a.intake.plan.events.values():
             a.ids_hash ^= int(e.id[:16], 16)
         a.behaviour = self._behaviour(a)
-        a.meter, a.ready_at = NetMeter(), None
         a.clock, a.clock_checked = ClockCorrection(a.intake.config.max_ahead_ms), 0  # a new process
         a.wake_at = None
         a.dirty = True
-        a._tree = None
         self.stats.injected.append(f"{self.now - START_MS} ms: restart {a.name} from {len(a.log)} stored events")
 
     # ------------------------------------------------------------------ behaviours
@@ -659,7 +582,7 @@ class Simulation:
             for a in dirty:
                 a.dirty = False
                 now = self.local(a)
-                self._net_view(a, now)
+                a.shell.hand_net_view(a.behaviour, now)
                 effects = a.behaviour.poll(a.tree(now), now)
                 self._run(a, effects)
             for a in self.agents:
@@ -669,15 +592,8 @@ class Simulation:
     def _answer(self, a: SimAgent, ticket: int, answer: Any) -> None:
         assert a.behaviour is not None
         now = self.local(a)
-        self._net_view(a, now)
+        a.shell.hand_net_view(a.behaviour, now)
         self._run(a, a.behaviour.answered(ticket, answer, a.tree(now), now))
-
-    def _net_view(self, a: SimAgent, now: int) -> None:
-        """What the real driver hands a behaviour: its measure of gossip (agent.driver)."""
-        assert a.behaviour is not None
-        if a.ready_at is None and a.behaviour.ready:
-            a.ready_at = now
-        a.behaviour.net = a.meter.view(now, None if a.ready_at is None else a.ready_at + STARTUP_GRACE_MS)
 
     def _run(self, a: SimAgent, effects: list[Effect], held: bool = False) -> None:
         if a.deferred:  # a publish before these waits: they come after it, in order
@@ -695,48 +611,52 @@ class Simulation:
             if a.deferred:  # an answered ticket below held back: the rest wait too
                 a.deferred.extend(effects[k:])
                 return
-            if isinstance(eff, ForgedPublish):
-                self._forge(a, eff)
-            elif isinstance(eff, SybilPublish):
+            if isinstance(eff, SybilPublish):  # the simulator's own effect: no driver has it
                 self._sybil(a, eff)
-            elif isinstance(eff, Publish):
-                try:
-                    ev = self.publish(a, eff.body)
-                    answer: Any = ev
-                except Rejected as exc:
-                    # a behaviour published what its own fold refuses: a bug, surfaced
-                    raise AssertionError(f"{a.name} published an invalid {eff.body.type}: {exc}") from exc
-                if eff.ticket is not None:
-                    self._answer(a, eff.ticket, answer)
-            elif isinstance(eff, Ask):
-                task = getattr(a.behaviour, "task", None)
-                if task is not None and getattr(task, "claim", None) is not None:
-                    self.stats.executions.setdefault(getattr(task, "key", task.node), set()).add(task.claim)
-                kind = eff.request.kind
-                a.asks[eff.ticket] = kind
-                self.stats.llm_calls[kind] = self.stats.llm_calls.get(kind, 0) + 1
-                self.at(self.now + self._llm_ms(kind), "llm", a.idx, (a.epoch, eff.ticket, eff.request))
-            elif isinstance(eff, Cancel):
-                if a.asks.pop(eff.ticket, None) is not None:
-                    self.stats.llm_cancelled += 1
-            elif isinstance(eff, SyncPeers):
-                peers = [b for b in self.agents if b is not a and b.up and self.reachable(a.idx, b.idx)]
-                self._request_sync(a, peers, eff.ticket, eff.confirm)
-            elif isinstance(eff, WakeAt):
-                at = self._to_virtual(a, eff.at_ms)
-                if a.wake_at is None or at < a.wake_at or a.wake_at <= self.now:
-                    a.wake_at = max(at, self.now + 1)
-                    self.at(a.wake_at, "wake", a.idx, a.epoch)
-            elif isinstance(eff, (Count, Observe)):
-                key = eff.metric.value
-                self.stats.metrics[key] = self.stats.metrics.get(key, 0.0) + eff.value
-                if isinstance(eff, Observe) and eff.metric is Metric.PROPOSALS_SCORED:
-                    self.stats.first_round_tables.append(int(eff.value))
-            elif isinstance(eff, Log):
-                if self.cfg.trace:
-                    self.trace.append((self.now - START_MS, a.name, eff.event, dict(eff.fields)))
             else:
-                raise TypeError(f"unknown effect {eff!r}")
+                getattr(self, route(eff))(a, eff)
+
+    # ------------------------------------------------------------------ effects (agent.shell.effects)
+    def on_publish(self, a: SimAgent, eff: Publish) -> None:
+        if isinstance(eff, ForgedPublish):
+            self._forge(a, eff)
+            return
+        try:
+            ev = self.publish(a, eff.body)
+        except Rejected as exc:
+            # a behaviour published what its own fold refuses: a bug, surfaced
+            raise AssertionError(f"{a.name} published an invalid {eff.body.type}: {exc}") from exc
+        if eff.ticket is not None:
+            self._answer(a, eff.ticket, ev)
+
+    def on_ask(self, a: SimAgent, eff: Ask) -> None:
+        task = getattr(a.behaviour, "task", None)
+        if task is not None and getattr(task, "claim", None) is not None:
+            self.stats.executions.setdefault(getattr(task, "key", task.node), set()).add(task.claim)
+        kind = eff.request.kind
+        a.asks[eff.ticket] = kind
+        self.stats.llm_calls[kind] = self.stats.llm_calls.get(kind, 0) + 1
+        self.at(self.now + self.llm.latency_ms(kind), "llm", a.idx, (a.epoch, eff.ticket, eff.request))
+
+    def on_cancel(self, a: SimAgent, eff: Cancel) -> None:
+        if a.asks.pop(eff.ticket, None) is not None:
+            self.stats.llm_cancelled += 1
+
+    def on_sync(self, a: SimAgent, eff: SyncPeers) -> None:
+        self.net.request_sync(a, self.net.peers_of(a), eff.ticket, eff.confirm)
+
+    def on_wake(self, a: SimAgent, eff: WakeAt) -> None:
+        at = self._to_virtual(a, eff.at_ms)
+        if a.wake_at is None or at < a.wake_at or a.wake_at <= self.now:
+            a.wake_at = max(at, self.now + 1)
+            self.at(a.wake_at, "wake", a.idx, a.epoch)
+
+    def on_metric(self, a: SimAgent, eff: Count | Observe) -> None:
+        self.stats.tally.record(eff)
+
+    def on_log(self, a: SimAgent, eff: Log) -> None:
+        if self.cfg.trace:
+            self.trace.append((self.now - START_MS, a.name, eff.event, dict(eff.fields)))
 
     def _forge(self, a: SimAgent, eff: "ForgedPublish") -> None:
         """A Byzantine member's event: signed with a back-dated stamp if it likes, sent without
@@ -754,7 +674,7 @@ class Simulation:
         if offer.ok:
             for e in offer.accepted:  # ours first, then what it unblocked
                 self._stored(a, e)
-        self.gossip(a, ev.raw)
+        self.net.gossip(a, ev.raw)
 
     def _sybil(self, a: SimAgent, eff: SybilPublish) -> None:
         """One of an insider's extra keys (no credential) signs and sends ``eff.body``."""
@@ -764,7 +684,7 @@ class Simulation:
             electorate = sorted({sim_identity(self.cfg.seed, f"{a.name}/extra-{k}").peer_id for k in body.keys})
             body = Goal(title="a goal decided by its submitter's own keys",
                         params=self.params.model_copy(update={"electorate": tuple(electorate),
-                                                              "quorum": majority(len(electorate))}))
+                                                              "quorum": quorum_for(len(electorate))}))
         if eff.stolen and isinstance(body, Hello) and a.credential is not None:
             body = body.model_copy(update={"credential": a.credential})
         now = self.local(a)
@@ -773,25 +693,11 @@ class Simulation:
         self.stats.events_published += 1
         self.sybil_ids.add(ev.id)
         self.sybil_authors.add(key.peer_id)
-        self.gossip(a, ev.raw)
+        self.net.gossip(a, ev.raw)
 
     def _sender(self, idx: int) -> str:
         return self.agents[idx].me
 
-    def _llm_ms(self, kind: str) -> int:
-        lo, hi = self.cfg.llm_ms.get(kind, (1_000, 10_000))
-        return int(math.exp(self.rng.uniform(math.log(lo), math.log(hi))))
-
-    def _llm_answer(self, req: LLMRequest) -> Any:
-        f = self.cfg.faults
-        in_faults = self.now < START_MS + self.cfg.fault_phase_ms
-        r = self.rng.random()
-        if in_faults and r < f.llm_errors:
-            return LLMUnavailable("simulated: the LLM server did not answer")
-        if in_faults and r < f.llm_errors + f.llm_garbage:
-            return LLMReply({"garbage": "%%%"}, 10, 3)
-        value = scripted_answer(req)
-        return LLMReply(value, len(req.prompt) // 4, 50)
 
 
 def simulate(cfg: SimConfig) -> Simulation:

@@ -152,13 +152,6 @@ def slug(text: str) -> str:
     return s[:60] or "plan"
 
 
-class PersonDriver(Driver):
-    """The trio driver, with a way for the page to say: the person acted, poll now."""
-
-    def kick(self) -> None:
-        self._kick.set()
-
-
 class Guard:
     """ASGI middleware: token (when required), Host check (on loopback), same-origin JSON for
     anything that publishes, and security headers on every response."""
@@ -263,7 +256,7 @@ class Web:
         self.electorate_timeout = electorate_timeout
         seed = int.from_bytes(hashlib.sha256(rt.me.encode()).digest()[:4], "big")
         self.person = PersonScorer(rt.me, settings.timing(), seed)
-        self.driver = PersonDriver(self.person, rt, None)
+        self.driver = Driver(self.person, rt, None)
         self.hub = Hub(rt, throttle=settings.web_throttle, static_meta={
             "swarm": settings.swarm, "grafana": settings.grafana_url, "token_required": token is not None,
             "form": form_limits(settings),

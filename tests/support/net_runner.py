@@ -36,7 +36,8 @@ from agent.core.events import Event, Hello, decode_event, sign_event
 from agent.core.hlc import Timestamp
 from agent.core.identity import Identity
 from agent.core.reasons import Rejected
-from agent.net import EventStore, NetConfig, Network
+from agent.net import NetConfig, Network
+from agent.store import EventStore
 
 _CALLBACKS = ("ingest", "knows", "on_peers_changed", "on_reject", "log")
 
@@ -74,10 +75,10 @@ class MiniRuntime:
         self.duplicates = 0
         self.on_new = on_new
 
-    async def ingest(self, raw: bytes, source: str) -> bool:
-        self.calls.append((raw, source))
+    async def ingest(self, raw: bytes | Event, source: str) -> bool:
+        self.calls.append((raw.raw if isinstance(raw, Event) else raw, source))
         try:
-            ev = decode_event(raw)
+            ev = raw if isinstance(raw, Event) else decode_event(raw)
         except Rejected as exc:
             self.rejected.append((exc.reason.value, source))
             return False

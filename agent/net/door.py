@@ -7,17 +7,19 @@ from typing import Any
 
 import trio
 
+from agent.core.events import Event
 from agent.errlog import RepeatedErrorLog
 from .stats import IntakeStats
 
-__all__ = ["IngestFn", "Intake"]
+__all__ = ["IngestDoor", "IngestFn"]
 
-IngestFn = Callable[[bytes, str], Awaitable[bool]]
+IngestFn = Callable[[bytes | Event, str], Awaitable[bool]]
 """``ingest(raw, source) -> is_new``; source is the origin peer id for gossip and
-"sync:<peer id>" for sync."""
+"sync:<peer id>" for sync. Gossip hands the Event its validator decoded (its signature
+checked once), sync the raw bytes."""
 
 
-class Intake:
+class IngestDoor:
     """Serializes calls to the runtime's ingest (gossip and concurrent syncs never interleave
     inside it). If ingest raises, the event is not taken: ``None`` is returned so the source
     can retry it (sync re-pulls the page), the failure is counted and logged, the first
@@ -32,7 +34,7 @@ class Intake:
     def statistics(self) -> IntakeStats:
         return self._stats.snapshot()
 
-    async def __call__(self, raw: bytes, source: str) -> bool | None:
+    async def __call__(self, raw: bytes | Event, source: str) -> bool | None:
         async with self._lock:
             try:
                 is_new = bool(await self._ingest(raw, source))

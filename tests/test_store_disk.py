@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 from agent.core.events import decode_event
-from agent.net import store as store_mod
-from agent.net.store import EventStore, StoreError
+from agent.store import disk as store_mod
+from agent.store import EventStore, StoreError
 from agent.core.events import Goal
 from builders import ev, goal, hello, ident, params
 

@@ -41,7 +41,9 @@ import orjson
 import structlog
 import trio
 
-__all__ = ["EventStore", "StoreError", "raw_event_id"]
+from .log import StoreError
+
+__all__ = ["EventStore", "raw_event_id"]
 
 
 def raw_event_id(raw: bytes | str) -> str | None:
@@ -59,10 +61,6 @@ def raw_event_id(raw: bytes | str) -> str | None:
     return hashlib.sha256(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-class StoreError(Exception):
-    """The log cannot be written (disk full, read-only, ...); the message names file and cause."""
-
-
 def _describe(exc: OSError) -> str:
     name = errno.errorcode.get(exc.errno or 0, "")
     return f"{exc.strerror or exc} ({name})" if name else str(exc)
@@ -75,7 +73,7 @@ class EventStore:
         self.path = Path(path)
         self.epoch_path = self.path.with_name(self.path.name + ".epoch")
         self._fsync = fsync
-        self._log = log if log is not None else structlog.get_logger("agent.net.store")
+        self._log = log if log is not None else structlog.get_logger("agent.store")
         self.torn = 0  # torn tails found (and truncated) when opening
         self.corrupt = 0  # unparseable lines between good ones (skipped, kept on disk)
         self._starts = array("q")
