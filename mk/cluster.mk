@@ -115,7 +115,8 @@ up: image swarm-key credentials
 	@$(CTR_DIR)/env-set.sh "$(ENV_FILE)" SCALE_SCORERS=$(SCALE_SCORERS) SCALE_EXECUTORS=$(SCALE_EXECUTORS) $(if $(filter embedded,$(LLM)),LLM_MODEL=$(LLM_MODEL))
 	@set -o pipefail; $(DC) up -d 2>&1 | { grep -v $(PODMAN_NOISE) || true; }
 	@$(if $(findstring podman,$(COMPOSE)),echo "$(PODMAN_NOTE)",true)
-	@echo "scorers=$(SCALE_SCORERS) executors=$(SCALE_EXECUTORS) llm=$(LLM) model=$(if $(filter embedded,$(LLM)),$(LLM_MODEL),$(OLLAMA_MODEL)) (kept in $(ENV_FILE) for later compose commands)"
+	@echo "scorers=$(SCALE_SCORERS) executors=$(SCALE_EXECUTORS)$(if $(filter embedded,$(LLM)), embedded model=$(LLM_MODEL)) (kept in $(ENV_FILE) for later compose commands)"
+	@# which LLM the agents run (SWARM_LLM may say scripted): read from an agent's own log, not from make's variables
 	@python3 $(CLUSTER_ROOT)/mk/llm_in_use.py --compose "$(DC)"
 	@echo "observer metrics: http://127.0.0.1:9101/metrics  Prometheus: http://127.0.0.1:9090"
 	@$(if $(PODMAN_LOCAL),true,echo "Grafana: http://127.0.0.1:3000 (dashboard Swarm)")

@@ -96,6 +96,18 @@ def test_the_criteria_are_the_essential_work_asked_apart_from_the_splits():
         P.parse_criteria({"essential": ["Research options", "Decide the dates", "Plan the route", "Book hotels"]})
 
 
+def test_criteria_that_say_the_request_or_the_task_back_are_dropped():
+    # qwen2.5-1.5b's checklist for a Brighton beach clean-up: every split was then "missing"
+    # the prompt's own words and the goal itself, and the real work had fewer voices
+    goal = "Organise a volunteer beach clean-up in Brighton for 60 people on a Saturday in May"
+    got = P.parse_criteria({"essential": [
+        "Book 5 to 8 pieces of work", "Organise a beach clean-up in Brighton for 60 people on a 60%",
+        "Get a council permit for Hove beach", "Buy gloves and bin bags", "Run the beach clean-up on the day",
+        "Arrange waste collection"]}, title=goal)
+    assert got == ("Get a council permit for Hove beach", "Buy gloves and bin bags",
+                   "Run the beach clean-up on the day", "Arrange waste collection")
+
+
 def test_an_outline_refinement_carries_the_earlier_sections_and_what_is_missing():
     req = P.outline_request(F, path=[], title=GOAL, description="", max_children=6, strategy="by place",
                             previous=SPLIT, feedback=["missing: Buy travel insurance"])
@@ -187,6 +199,24 @@ def test_validator_against_the_generated_schemas():
         checked(["steps"], req.answer)
 
 
+def test_a_bad_answer_is_one_line_saying_why():
+    """A model's unusable answer is one line of reason, whatever the model wrote: it is logged
+    and counted per answer (a multi-line fragment of JSON broke the line)."""
+    from agent.llm.answers import CriteriaAnswer, parse_answer
+
+    cases = {"": "empty answer", "  \n ": "empty answer",
+             '{"essential": ["a",\n  "b"\n': "answer is not JSON (",
+             "[1,\n 2]": "answer is not a JSON object: [1, 2]",
+             '{"essential": ["abcd"]}': "essential: List should have at least 4 items",
+             '{"essential": ["abcd", "efgh", "ijkl", "mnop"], "why": "x"}': "why: Extra inputs are not permitted",
+             "{" + "\n" * 50 + '"essential": ' + "[" * 300: "answer is not JSON ("}
+    for text, reason in cases.items():
+        with pytest.raises(LLMBadOutput) as info:
+            parse_answer(text, CriteriaAnswer)
+        message = str(info.value)
+        assert reason in message and "\n" not in message and len(message) < 300, message
+
+
 def test_an_action_that_already_names_its_cost_and_date_does_not_get_them_twice():
     from agent.llm.prompts import parse_execution
 
@@ -268,11 +298,15 @@ def test_an_action_that_pays_nothing_by_its_nature_gets_no_cost():
         {"do": "Define the Event Coordinator's duties", "cost": "50 GBP", "when": "2027-05-01"},
         {"do": "Research venues in Leeds", "cost": "200", "when": ""},
         {"do": "Book Roundhay Park for the run", "cost": "800 GBP", "when": "2027-03-01"},
-        {"do": "Compare three caterers and pay the Leeds Bakery 300 GBP", "cost": "300 GBP", "when": ""}]},
+        {"do": "Compare three caterers and pay the Leeds Bakery 300 GBP", "cost": "300 GBP", "when": ""},
+        # a beach clean-up's "Send a report to the team (544 GBP)", "Regularly update ... (167 GBP)"
+        {"do": "Send a report to the team", "cost": "544 GBP", "when": ""},
+        {"do": "Regularly update the volunteers on progress", "cost": "167 GBP", "when": ""}]},
         currency="GBP")
     assert text.splitlines() == ["- Define the Event Coordinator's duties (2027-05-01).", "- Research venues in Leeds.",
                                  "- Book Roundhay Park for the run (800 GBP; 2027-03-01).",
-                                 "- Compare three caterers and pay the Leeds Bakery 300 GBP."]
+                                 "- Compare three caterers and pay the Leeds Bakery 300 GBP.",
+                                 "- Send a report to the team.", "- Regularly update the volunteers on progress."]
 
 
 def test_the_fields_written_into_an_action_become_its_fields():
@@ -285,3 +319,42 @@ def test_the_fields_written_into_an_action_become_its_fields():
     assert text.splitlines() == [
         "- Schedule 2 weeks of baking training at George Brown College (2,000 CAD; 2027-01-09 to 2027-01-26).",
         "- Buy flour at Costco (300 CAD; 2027-01-10).", "- Decide the cost: what to charge per loaf."]
+
+
+def test_bullets_under_a_numbered_step_are_its_content_not_sections():
+    # qwen2.5-1.5b's outline for a Brighton beach clean-up: six numbered parts, bold bullets
+    # under each. Read flat, the first six bullets were the split and "Event Day" was lost
+    text = ("Organise a Volunteer Beach Clean-up in Brighton\n"
+            "1. **Planning and Preparation**\n"
+            "   - **Define the Clean-up Area**: Clearly define the area to be cleaned.\n"
+            "   - **Schedule**: Arrange a schedule for volunteers.\n"
+            "   - **Marketing and Promotion**: Send out invitations.\n"
+            "2. **Volunteer Recruitment**\n"
+            "   - **Recruitment Channels**: Use local community groups.\n"
+            "   - **Training**: Safety and equipment.\n"
+            "3. **Pre-Event Setup**\n"
+            "   - **Equipment Setup**: Gloves, bags and litter pickers.\n"
+            "4. **Event Day**\n"
+            "   - **Check-in**: Check in all volunteers at 9:00.\n"
+            "   - **Clean-up Work**: Work on the beach in sections.\n"
+            "5. **Evaluation and Feedback**\n"
+            "   - **Feedback**: Collect feedback from volunteers.\n"
+            "6. **Follow-Up**\n"
+            "   - **Thank You Letters**: Send thank-you letters.\n")
+    subs = P.parse_outline(text, max_children=6)
+    assert [s["title"] for s in subs] == ["Planning and Preparation", "Volunteer Recruitment", "Pre-Event Setup",
+                                          "Event Day", "Evaluation and Feedback", "Follow-Up"]
+    assert "Check in all volunteers at 9:00" in subs[3]["description"]
+    # the same under section headings: a section's steps are its numbered lines, with what is
+    # bulleted under each; and a bullet at the number's own indentation is under it too
+    text = ("Section 1: Preparation\n1. **Book the venue**\n   - Hove Lawns.\n2. **Buy supplies**\n"
+            "   - 60 pairs of gloves.\n   - 100 bags.\nSection 2: Execution\n1. **Clean the beach**\n"
+            "- Assign sections.\n- Weigh the rubbish.\n2. **Thank everyone**\n")
+    subs = P.parse_outline(text, max_children=6)
+    assert [s["title"] for s in subs] == ["Preparation", "Execution"]
+    assert "60 pairs of gloves" in subs[0]["description"] and "Buy supplies" in subs[0]["description"]
+    from agent.llm.outline import parse_plan_text
+
+    steps = [[i.title for i in sec.items] for sec in parse_plan_text(text).sections]
+    assert steps == [["Book the venue", "Buy supplies"], ["Clean the beach", "Thank everyone"]]
+    assert "Weigh the rubbish" in subs[1]["description"]

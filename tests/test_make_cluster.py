@@ -1,6 +1,7 @@
 """The cluster's make targets as a user types them, read with `make -n` (nothing runs): the
 scale given to `make up` is remembered in the env file and used again; `make observe` takes
-none of the observer's ports and asks for readable logs; `make kill`, `make down DOWN_FLAGS=-v`.
+none of the observer's ports and asks for readable logs; `make kill`, `make down DOWN_FLAGS=-v`;
+and `make up` run for real against a fake podman-compose (its systemd lines hidden).
 (tests/test_cluster_podman.py runs them for real on podman.)"""
 
 from __future__ import annotations
@@ -107,3 +108,59 @@ def test_the_readmes_podman_commands_are_the_ones_make_runs(tmp_path):
     mk = (ROOT / "mk" / "cluster.mk").read_text()
     assert "export CONTAINERS_CONF := $(CTR_DIR)/containers.conf" in mk
     assert "export CONTAINERS_REGISTRIES_CONF := $(CTR_DIR)/registries.conf" in mk
+
+
+def test_make_up_names_no_llm_but_the_one_the_agents_log(tmp_path):
+    """Issue 20: `make up` printed `llm=ollama model=llama3.2:1b` while the agents ran the scripted
+    LLM. Its summary line names only what it keeps in the env file (the scale, and the embedded
+    model the `llm` service serves); which LLM the agents run is mk/llm_in_use.py's line, read
+    from an agent's own log."""
+    env_file = tmp_path / "e"
+    for args in (["SWARM_LLM=scripted", "SWARM_SCRIPTED_LATENCY=10"], [], ["OLLAMA_MODEL=qwen2.5:1.5b"]):
+        out = dry("up", *args, env_file=env_file)
+        kept = next(ln for ln in out.splitlines() if "kept in" in ln)
+        assert "scorers=3 executors=2" in kept, kept
+        assert "llm=" not in kept and "model=" not in kept, kept  # the Ollama model is not kept anywhere
+        assert "mk/llm_in_use.py --compose" in out, out
+    kept = next(ln for ln in dry("up", "LLM=embedded", "LLM_MODEL=smollm2-135m", env_file=env_file).splitlines()
+                if "kept in" in ln)
+    assert "embedded model=smollm2-135m" in kept and "llm=" not in kept, kept
+
+
+def test_make_up_hides_podmans_systemd_lines_says_so_once_and_keeps_failures(tmp_path):
+    """README: podman without systemd prints two `level=error ... unable to get systemd
+    connection` lines per container; `make up` hides them and says so once. `make up` runs here
+    for real against a fake podman-compose (image, key and credentials steps skipped); what else
+    compose says gets through, and a compose that fails fails `make up`."""
+    import sys
+
+    env_file = tmp_path / "cluster.env"
+    fake = tmp_path / "podman-compose"
+    noise = ('time="2026-12-01T10:00:00Z" level=error msg="unable to get systemd connection to add '
+             'healthchecks: dial unix /run/systemd/private: connect: no such file or directory"\n'
+             'time="2026-12-01T10:00:00Z" level=error msg="unable to get systemd connection to start '
+             'healthchecks: dial unix /run/systemd/private: connect: no such file or directory"\n')
+    selected = '{"event": "llm.selected", "backend": "scripted", "latency": 10}'
+    fake.write_text(f"#!{sys.executable}\nimport os, sys\n"
+                    "if 'logs' in sys.argv: print('[decomposer-1] | ' + " + repr(selected) + "); sys.exit(0)\n"
+                    "for name in ('swarm_decomposer-1_1', 'swarm_scorer_1'):\n"
+                    "    print(name)\n"
+                    f"    sys.stderr.write({noise!r})\n"
+                    "sys.exit(int(os.environ.get('FAKE_RC', '0')))\n")
+    fake.chmod(0o755)
+
+    def up(rc: int) -> subprocess.CompletedProcess:
+        return subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "-o", "image", "-o", "swarm-key",
+                               "-o", "credentials", f"COMPOSE={fake}", "ENGINE=podman", "PODMAN_LOCAL=",
+                               f"ENV_FILE={env_file}", "up"], capture_output=True, text=True, timeout=120,
+                              env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "FAKE_RC": str(rc)})
+
+    r = up(0)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout + r.stderr
+    assert "systemd connection" not in out and "level=error" not in out, out
+    assert "swarm_decomposer-1_1" in out and "swarm_scorer_1" in out, out  # compose's own words stay
+    assert out.count("healthchecks are not scheduled") == 1, out
+    assert "llm: scripted (a test double" in out, out
+    r = up(1)
+    assert r.returncode != 0 and "llm:" not in r.stdout, r.stdout + r.stderr

@@ -19,7 +19,11 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def _env(node: Node) -> dict[str, str]:
-    return {**os.environ, "SWARM_SWARM": node.swarm, "SWARM_MDNS": "false",
+    # the node is an open swarm with no authority, and so is the tool: said outright, since the
+    # tool runs in the checkout and reads its .env, where `make up` wrote the Compose swarm's
+    # SWARM_KEY and SWARM_AUTHORITY (read from there, the handshake was refused)
+    return {**os.environ, "SWARM_KEY": "", "SWARM_AUTHORITY": "",
+            "SWARM_SWARM": node.swarm, "SWARM_MDNS": "false",
             "SWARM_LISTEN_HOST": "127.0.0.1", "SWARM_PEERS": node.addr,
             "SWARM_LOG_LEVEL": "warning", "SWARM_LOG_FORMAT": "json"}
 

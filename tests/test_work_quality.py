@@ -465,6 +465,9 @@ def test_a_result_for_more_people_than_the_brief_or_that_says_its_instructions_b
     assert any("instructions back ('(this step)')" in p for p in work.result_checks(tree, leaf, echo, synthesis=False))
     assert fx.echoed("The plan includes 3 to 5 sentences a person reads first.", prompts.INSTRUCTIONS)
     assert fx.echoed("Two weeks in Tokyo and Kyoto, 1-14 April, for 2 adults.", prompts.INSTRUCTIONS) is None
+    # the synthesis request's own line, said back as the summary (a beach clean-up, measured)
+    assert fx.echoed("We plan a clean-up. The 3 steps, in order, with what each does are as follows: 1. Assign "
+                     "roles.", prompts.INSTRUCTIONS)
 
 
 def test_terse_actions_with_their_figures_are_prose_and_a_stand_in_place_leaves_the_brief():
@@ -587,6 +590,11 @@ def test_a_local_project_is_budgeted_in_the_money_of_its_place_and_next_may_is_m
     for g in ("Plan a trip to Lisbon next May", "Plant tomatoes next May", "Stay in a hostel in Porto next May"):
         assert facts.settled_dates("", 14, "2026-12-04", g) == "2027-05-01 to 2027-05-14", g
     assert facts.settled_dates("", 14, "2026-12-04", "Host a garden party next May") == "2027-05-18 to 2027-05-31"
+    # an event on a day of the week: the work runs up to the month's last such day (29 May 2027
+    # is a Saturday; the clean-up's brief ended on Monday 31 May, measured)
+    goal = "Organise a volunteer beach clean-up in Brighton for 60 people on a Saturday in May"
+    assert facts.settled_dates("", 7, "2026-12-05", goal) == "2027-05-23 to 2027-05-29"
+    assert facts.settled_dates("", 7, "2026-12-05", "Host a quiz on Sunday in May") == "2027-05-24 to 2027-05-30"
 
 
 def test_a_result_does_not_say_the_goal_again_after_each_action():

@@ -452,7 +452,7 @@ class Scorer(Behaviour):
         if isinstance(answer, LLMReply):
             self.owe(n.id + "#rank", answer)  # carried by my first score of the node's splits
             try:
-                criteria = work.criteria_from(answer.value)
+                criteria = work.criteria_from(answer.value, n.title)
                 self.backoff.reset()
             except LLMBadOutput as exc:
                 answer = exc

@@ -258,8 +258,8 @@ def rank_req(tree: Tree, node: NodeView, me: str, seed: int | None) -> LLMReques
                               elsewhere=elsewhere_titles(tree, node)[:ELSEWHERE_MAX], seed=seed)
 
 
-def criteria_from(answer: dict) -> tuple[str, ...]:
-    return P.parse_criteria(answer)
+def criteria_from(answer: dict, title: str = "") -> tuple[str, ...]:
+    return P.parse_criteria(answer, title=title)
 
 
 @dataclass(frozen=True)

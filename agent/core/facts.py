@@ -447,6 +447,9 @@ def settled_dates(dates: str, length: int | None, today: str, goal: str = "") ->
         # not from it (qwen2.5-1.5b's plan set the venue up in June for a run on May 30th)
         year = t.year if months[0] >= t.month else t.year + 1
         end = (_dt.date(year + (months[0] == 12), months[0] % 12 + 1, 1) - _dt.timedelta(days=1))
+        day = _ON_WEEKDAY.search(goal)
+        if day:  # "on a Saturday in May": the month's last one (a clean-up's brief ended on a Monday)
+            end -= _dt.timedelta(days=(end.weekday() - _WEEKDAYS.index(day.group(1).lower())) % 7)
         begin = end - _dt.timedelta(days=length - 1) if length else t
         return f"{max(begin, t).isoformat()} to {end.isoformat()}"
     if months and t is not None and (start is None or start < t or start.month not in months):
@@ -512,6 +515,8 @@ def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> di
     return out
 
 
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_ON_WEEKDAY = re.compile(r"\bon (?:an? |one )?(" + "|".join(_WEEKDAYS) + r")\b", re.IGNORECASE)
 _PREPARES = re.compile(r"\b(?:organi[sz](?:e|es|ed|ing)|host(?:s|ed|ing)?|arrang\w+|throw(?:s|ing)?|stag(?:e|ing)|"
                        r"hold(?:s|ing)?|prepar\w+|plan(?:s|ned|ning)?)\b(?!\s+(?:a |an |the |my |our )?(?:\w+\s+){0,2}(?:garden|vegetables?|"
                        r"trees?|seeds?)\b(?!\s+part))", re.I)

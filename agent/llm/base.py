@@ -132,5 +132,6 @@ async def generate_parsed(
 
 
 def _short(value: Any, limit: int = 160) -> str:
-    text = value if isinstance(value, str) else repr(value)
+    """``value`` as one line (runs of whitespace, newlines included, are one space), cut at ``limit``."""
+    text = " ".join((value if isinstance(value, str) else repr(value)).split())
     return text if len(text) <= limit else text[:limit] + "..."

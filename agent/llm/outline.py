@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-_NUMBERED = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+(.*)$")
+_NUMBERED = re.compile(r"^(\s*)(?:(\d+[.)])|[-*•])\s+(.*)$")
 _SECTION_LINE = re.compile(
     r"^\s*(?:#{1,6}\s+.+|\*\*[^*]+\*\*:?|(?:section|part|phase|stage|step|week|day)\s*\d+[^a-z]*[:.)-].*"
     r"|[A-Z][^.!?]{2,60}:)\s*$", re.IGNORECASE)
@@ -82,17 +82,28 @@ def _nested(sections: list[Section]) -> list[Section]:
     return out
 
 
+def _depth(item: re.Match) -> tuple[int, int]:
+    """How deep a step's line sits: its indentation, then a bullet under a number at the same
+    indentation. A small model writes "1. **Event Day**" with "   - **Check-in**: ..." under
+    it; read flat, the bullets were the plan's sections (measured: a beach clean-up's outline
+    gave "Planning; Define the Clean-up Area; Schedule; ...", six parts before the event day,
+    which was cut off and missing from the plan)."""
+    return len(item.group(1)), 0 if item.group(2) else 1
+
+
 def parse_plan_text(text: str) -> TextPlan:
     """Headings and "Section N:" lines are sections, numbered or bulleted lines under them
-    their steps (text that follows a step belongs to it); text before the first section and
-    step is the summary; a lead-in line with nothing under it is summary too."""
+    their steps (text that follows a step belongs to it, and so do the lines indented or
+    bulleted under it: ``_depth``); text before the first section and step is the summary; a
+    lead-in line with nothing under it is summary too."""
     summary: list[str] = []
     sections: list[Section] = []
     loose: list[Item] = []
     section: Section | None = None
     current: Item | None = None
+    depth: dict[int, tuple[int, int]] = {}  # id(a list of steps) -> its steps' depth (_depth)
     for raw in str(text).splitlines():
-        ln = raw.rstrip()
+        ln = raw.rstrip().replace("\t", "    ")
         if not ln.strip():
             continue
         item = _NUMBERED.match(ln)
@@ -104,10 +115,17 @@ def parse_plan_text(text: str) -> TextPlan:
             current = None
             continue
         if item:
-            body = item.group(1).strip().replace("**", "")
+            body = item.group(3).strip().replace("**", "")
+            steps = section.items if section is not None else loose
+            d = _depth(item)
+            if steps and d > depth[id(steps)]:  # a sub-step: part of the step above it
+                current = steps[-1]
+                current.text += "; " + body
+                continue
+            depth[id(steps)] = d
             head, sep, _rest = body.partition(":")
             current = Item(head.strip(" *") if sep and len(head) <= 80 else body[:80], body)
-            (section.items if section is not None else loose).append(current)
+            steps.append(current)
             continue
         if current is not None:
             current.text += " " + ln.strip()

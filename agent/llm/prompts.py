@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from agent.core.events import BRIEF_FIELDS
-from agent.core.text import cut_to_sentence
+from agent.core.text import content_stems, cut_to_sentence
 from agent.llm.answers import (
     AtomicAnswer, BriefAnswer, CriteriaAnswer, ExecuteAnswer, ReviewAnswer, parse_as, schema_of,
     SynthesisAnswer, split_model,
@@ -484,9 +484,24 @@ _CHORE_ITEM = re.compile(r"^(?:research|decide|plan|determine|identify|review|co
                          re.IGNORECASE)
 
 
-def parse_criteria(answer: Any) -> tuple[str, ...]:
-    """The essential work, cleaned: list debris gone, chores and repeats dropped;
-    ``LLMBadOutput`` when fewer than three items remain."""
+# the request's own words said back as an item ("Book 5 to 8 pieces of work", measured)
+_ECHO_ITEM = re.compile(r"\bpieces? of (?:real )?work\b|\b\d+ to \d+ (?:pieces|items|steps)\b", re.IGNORECASE)
+
+
+def _restates(item: str, title: str) -> bool:
+    """An item that is the task itself ("Organise a beach clean-up in Brighton for 60 people
+    on a 60%" for that goal): nothing a split could take up as one part of it, and every split
+    is then "missing" it."""
+    mine, task = content_stems(item), content_stems(title)
+    both = len(mine & task)
+    # most of the task's words, and little else: "Run the beach clean-up" is a part of it
+    return len(task) >= 3 and both >= max(3, (2 * len(task) + 2) // 3) and both >= (2 * len(mine) + 2) // 3
+
+
+def parse_criteria(answer: Any, *, title: str = "") -> tuple[str, ...]:
+    """The essential work, cleaned: list debris gone, chores, the request said back, the task
+    (``title``) restated and repeats dropped; ``LLMBadOutput`` when fewer than three items
+    remain."""
     a = parse_as(CriteriaAnswer, answer, "criteria")
     out: list[str] = []
     seen: set[str] = set()
@@ -494,6 +509,8 @@ def parse_criteria(answer: Any) -> tuple[str, ...]:
         # the coder model sometimes writes paths ("/book/japan/train"): words all the same
         t = _clean_title(re.sub(r"[/_]+", " ", item)).rstrip(".")
         if not t or _CHORE_ITEM.match(t) or t.casefold() in seen or len(words(t)) < 1:
+            continue
+        if _ECHO_ITEM.search(t) or (title and _restates(t, title)):
             continue
         seen.add(t.casefold())
         out.append(t)
@@ -663,7 +680,8 @@ def _extra(value: Any, currency: str) -> str:
 # the Event Coordinator (50 GBP)", "Research venues (200 EUR)"), and those figures took plans
 # past their budgets and read as nonsense. A figure the action itself names is kept.
 _UNPAID = re.compile(
-    r"^(?:define|decide|research|plan|list|draft|outline|write down|meet|contact|"
+    r"^(?:(?:regularly|then|first|also|finally) )?"
+    r"(?:define|decide|research|plan|list|draft|outline|write down|meet|contact|send|update|assign|report|share|"
     r"email|e-mail|call|phone|review|check|compare|identify|determine|discuss|agree|confirm|"
     r"announce|thank|collect|gather feedback|evaluate|assess|estimate|calculate|set up a meeting|"
     r"create a (?:list|schedule|timeline|checklist|budget|plan)|make a (?:list|schedule|plan|budget)|"
@@ -778,8 +796,11 @@ def synthesis_schema() -> dict:
 
 SYNTHESIS_SUMMARY = ("summary: 3 to 5 sentences a person reads first: what the plan does and its key choices "
                      "(names, dates, amounts), taking up every step in order; keep to the brief; no '...'.")
-# what a result must not say back (a small model echoes its instructions as content)
-INSTRUCTIONS = (EXECUTE_INSTRUCTION, EXECUTE_RULES, SYNTHESIS_SUMMARY)
+SYNTHESIS_STEPS = "steps{of}, in order, with what each does:"
+# what a result must not say back (a small model echoes its instructions as content; measured:
+# a beach clean-up's summary "The 3 steps, in order, with what each does are as follows: 1. ...",
+# its first step copied in full)
+INSTRUCTIONS = (EXECUTE_INSTRUCTION, EXECUTE_RULES, SYNTHESIS_SUMMARY, SYNTHESIS_STEPS.format(of=""))
 
 
 def synthesis_request(frame: Frame, *, path: Sequence[str], title: str, description: str,
@@ -800,7 +821,7 @@ def synthesis_request(frame: Frame, *, path: Sequence[str], title: str, descript
     if not root:
         lines.append(f"Task: {_clip(title, TITLE_MAX)}")
     per_child = max(300, 3600 // len(children))
-    lines.append(f"The {len(children)} steps" + ("" if root else " of this task") + ", in order, with what each does:")
+    lines.append(f"The {len(children)} " + SYNTHESIS_STEPS.format(of="" if root else " of this task"))
     for i, (t, a) in enumerate(children[:12], 1):
         lines.append(f"{i}. {_clip(t, 70)}:\n{_clip(a, per_child)}")
     if previous:
