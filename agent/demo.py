@@ -117,6 +117,11 @@ def _ephemeral_low() -> int:
         return 32768  # Linux's default; elsewhere the OS's own range may differ
 
 
+# ports this process handed out: 100 agents draw 100-200 ports from 20,000, so two of them
+# drew the same one about every other run (a 100-agent scale run lost an agent: "cannot listen")
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
     """A port free now, below the range the OS draws outgoing connections' source ports from:
     an ephemeral port handed out by bind(0) and released was taken, before the agent bound it,
@@ -124,11 +129,14 @@ def free_port() -> int:
     low = _ephemeral_low()
     for _ in range(200):
         port = random.randrange(max(1024, low - 20_000), low)
+        if port in _handed_out:  # free now, but already given to another agent of this run
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
+            _handed_out.add(port)
             return port
     with socket.socket() as s:  # a crowded range: any free port, the race as before
         s.bind(("127.0.0.1", 0))

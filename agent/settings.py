@@ -113,6 +113,8 @@ class Settings(BaseSettings):
                       "Kademlia DHT, bootstrapped from SWARM_PEERS")
     reconnect_interval: float = Field(5.0, gt=0)
     sync_interval: float = Field(10.0, gt=0)
+    # peers pulled per anti-entropy period, in turn (0: every connected peer each period)
+    sync_fanout: int = Field(3, ge=0)
     # membership: a libp2p private network (pnet). The swarm.key file's content (or just its
     # 64 hex digits) in SWARM_KEY, or its path in SWARM_KEY_FILE. Unset: an open swarm.
     key: SecretStr | None = Field(None, repr=False, description="the swarm key (SWARM_KEY)")

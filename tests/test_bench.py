@@ -167,3 +167,45 @@ def test_work_done_ahead_of_a_decision_counts_only_after_it_and_a_dead_one_is_wa
     dead = CallRecord("decomposer-2", "decomposer", "decompose", child_id("ab" * 32, 0), T0 + 60, T0 + 90, "answered")
     live = CallRecord("decomposer-2", "decomposer", "decompose", kid, T0 + 60, T0 + 140, "answered")
     assert llm_calls(events, [dead, live], names)["decompose"] == {"useful": 1, "wasted": 1, "cancelled": 0}
+
+
+def test_idle_bench_parts(tmp_path):
+    """The idle/scale benches' pieces: a sparse static topology that is connected, and the
+    py-spy summaries (waiting threads are idle, stacks sorted by activity)."""
+    import collections
+    from types import SimpleNamespace
+
+    from agent.bench.idle import buckets, sparse_peers
+    from agent.bench.scale import roles_for
+
+    kids = [SimpleNamespace(name=f"a-{i}") for i in range(100)]
+    chosen = sparse_peers(kids, 8)
+    adj = collections.defaultdict(set)
+    for name, peers in chosen.items():
+        assert len(peers) == 8 and name not in {p.name for p in peers}
+        for p in peers:
+            adj[name].add(p.name)
+            adj[p.name].add(name)
+    seen, todo = {"a-0"}, ["a-0"]
+    while todo:
+        for nxt in adj[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    assert len(seen) == 100  # one swarm, not islands
+    assert roles_for(100, max_decomposers=5)["decomposers"] == 5
+    raw = tmp_path / "p.raw"
+    raw.write_text("main;run;SyncClient._pull (agent/net/sync_client.py:240);write 30\n"
+                   "main;run;GossipSub.heartbeat (gossipsub.py:1);x 10\n"
+                   "main;Thread.run;WorkerThread._work (_thread_cache.py:1) 500\n"
+                   "main;run;get_events (trio/_core/_io_epoll.py:1) 900\n")
+    assert [(b, c) for b, c, _ in buckets(raw)] == [
+        ("sync: pulling peers (anti-entropy)", 30), ("gossipsub heartbeat", 10)]
+
+
+def test_free_port_is_never_handed_out_twice():
+    """100 agents take 100-200 ports from about 20,000: drawn independently, two agents of a
+    run got the same one about every other run, and one of them could not listen."""
+    from agent.demo import free_port
+
+    ports = [free_port() for _ in range(2000)]
+    assert len(set(ports)) == len(ports)

@@ -193,3 +193,59 @@ async def test_a_burst_of_valid_messages_in_one_rpc_all_arrive(tmp_path):
             await stream.close()
         assert b.net.stats.gossip.new == 300 and b.net.stats.gossip.inbox_overflow == 0
         assert b.net.stats.sync.new == 0  # delivered by gossip alone
+
+
+# ---------------------------------------------------------------------- idle mesh churn
+def _mesh_of(n: int):
+    from types import SimpleNamespace
+
+    from libp2p.crypto.ed25519 import create_new_key_pair
+    from libp2p.peer.id import ID
+    from libp2p.pubsub.gossipsub import PROTOCOL_ID_V11
+
+    from agent.net.gossip import make_gossipsub
+
+    gs = make_gossipsub()
+    topic = "/swarm/t/events/1"
+    peers = [ID.from_pubkey(create_new_key_pair(bytes([i + 1]) * 32).public_key) for i in range(n)]
+    gs.pubsub = SimpleNamespace(peer_topics={topic: set(peers)}, my_id=peers[0])
+    for p in peers:
+        gs.peer_protocol[p] = PROTOCOL_ID_V11
+    return gs, topic, peers
+
+
+def test_a_peer_we_prune_or_refuse_is_not_grafted_within_the_back_off():
+    """The library recorded a back-off only on the pruned side, so a pruner short of peers
+    grafted the peer it had just pruned (or refused) a heartbeat later, was refused as a GRAFT
+    "flood", and the pair refused each other for ever: 20 idle agents exchanged 1.6 GRAFT and
+    1.6 PRUNE per agent per second (0.03 refusals after this change)."""
+    gs, topic, peers = _mesh_of(16)
+    gs.mesh[topic] = set(peers[1:])  # 15 > degree_high (12): the heartbeat prunes down to 6
+    _graft, prune = gs.mesh_heartbeat()
+    pruned = [p for p, topics in prune.items() if topic in topics]
+    assert len(pruned) == 15 - gs.degree
+    assert all(gs._check_back_off(p, topic) for p in pruned)
+    # below degree_low now: the next heartbeat grafts, never one of those just pruned
+    gs.mesh[topic] = set(peers[1:3])
+    graft, _ = gs.mesh_heartbeat()
+    assert graft and not set(graft) & set(pruned)
+
+    sent = []
+
+    async def capture(msg, to_peer):
+        sent.append((msg, to_peer))
+
+    gs.emit_control_message = capture
+    trio.run(gs.emit_prune, topic, peers[5], False, False)  # how handle_graft refuses a GRAFT
+    assert sent and gs._check_back_off(peers[5], topic)
+
+
+def test_graft_flood_window_is_shorter_than_the_back_off():
+    """An honest peer re-grafts once its back-off (prune_back_off) is over; the flood check
+    must not call that a flood (it used min(10 s, back-off): the back-off itself)."""
+    gs, topic, peers = _mesh_of(3)
+    assert gs.graft_flood_threshold < gs.prune_back_off
+    gs.graft_flood_tracking[peers[1]][topic] = time.time() - gs.prune_back_off - 0.5
+    assert gs._check_graft_flood_protection(peers[1], topic)
+    gs.graft_flood_tracking[peers[1]][topic] = time.time() - 0.5
+    assert not gs._check_graft_flood_protection(peers[1], topic)  # a real flood still is one

@@ -491,3 +491,54 @@ async def test_a_peer_that_always_has_more_cannot_hold_a_sync_forever(tmp_path, 
     assert report.peers_answered == 1 and len(served) - n <= 20
     assert served[n] == served[n - 1] + 1  # resumed where it stopped
     assert c.rt.rejected and not c.rt.order  # the junk was refused, nothing accepted
+
+
+# ---------------------------------------------------------------------- anti-entropy fanout
+def test_anti_entropy_rounds_take_a_few_peers_in_turn():
+    """An idle agent pulls ``fanout`` peers per period, not every peer: each period used to cost
+    a request to, and a request from, every connected peer (most of an idle agent's CPU in a
+    20-agent swarm). In turn, so every peer is still pulled once per ceil(peers / fanout) rounds."""
+    peers = [f"p{i}" for i in range(10)]
+    live = list(peers)
+    client = SyncClient(protocol="p", intake=None, connected=lambda: live,  # type: ignore[arg-type]
+                        on_foreign=lambda p: None, fanout=3)
+    seen: list[str] = []
+    for _ in range(4):  # ceil(10 / 3) rounds cover everyone
+        r = client.next_round()
+        assert len(r) == 3 and len(set(r)) == 3
+        seen += r
+    assert set(seen) == set(peers)
+    for _ in range(20):  # a peer that left is never picked; every round still has 3
+        live = peers[:5]
+        r = client.next_round()
+        assert len(r) == 3 and set(r) <= set(live)
+    live = peers[:2]  # fewer peers than the fanout: all of them
+    assert sorted(client.next_round()) == ["p0", "p1"]
+    everyone = SyncClient(protocol="p", intake=None, connected=lambda: peers,  # type: ignore[arg-type]
+                          on_foreign=lambda p: None, fanout=0)
+    assert everyone.next_round() == peers  # fanout 0: every peer, as before
+
+
+async def test_anti_entropy_period_pulls_fanout_peers_but_a_resync_pulls_all(autojump_clock):
+    peers = [f"p{i}" for i in range(8)]
+    client = SyncClient(protocol="p", intake=None, connected=lambda: peers,  # type: ignore[arg-type]
+                        on_foreign=lambda p: None, fanout=2, interval=10.0)
+    pulled: list[str] = []
+
+    async def fake_sync_from(peer):
+        pulled.append(peer)
+        from agent.net.sync_client import PeerSync
+        return PeerSync(peer, True)
+
+    client.sync_from = fake_sync_from  # type: ignore[method-assign]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(client._anti_entropy)
+        await trio.sleep(10.5)
+        assert len(pulled) == 2  # one period: two peers
+        await trio.sleep(30)
+        assert len(pulled) == 8  # four periods: each peer once
+        assert sorted(pulled) == sorted(peers)
+        client.request_resync()  # gossip overflowed: every peer at once
+        await trio.sleep(0.1)
+        assert len(pulled) == 16
+        nursery.cancel_scope.cancel()

@@ -55,6 +55,7 @@ class NetConfig:
     mdns: bool = False
     reconnect_interval: float = 5.0
     sync_interval: float = 10.0          # anti-entropy period
+    sync_fanout: int = 3                 # peers pulled per anti-entropy period, in turn (<= 0: all)
     sync_timeout: float = 10.0           # one sync request, client side
     sync_page: int = 200                 # events per sync page
     sync_ids: bool = True                # pull ids before bodies (False: whole pages, as v1)
@@ -80,6 +81,7 @@ class NetConfig:
             listen_port=settings.listen_port, peers=tuple(settings.peers), mdns=settings.mdns,
             reconnect_interval=settings.reconnect_interval,
             sync_interval=settings.sync_interval, swarm_key=settings.swarm_psk(),
+            sync_fanout=getattr(settings, "sync_fanout", 3),
             dht=settings.dht,
         )
         values.update(overrides)

@@ -33,7 +33,18 @@ py-libp2p 0.8.1 pitfalls handled here (see shared/notes/libp2p.md):
   above); the record is reused for ``ENVELOPE_TTL`` (1 s) per host instead;
 - gossipsub v1.2 sends an IDONTWANT control RPC to every mesh peer before each message it
   forwards (a bandwidth saving for large messages; ours are small): as many RPCs again as
-  the messages themselves. We speak v1.1 (v1.2 adds IDONTWANT only).
+  the messages themselves. We speak v1.1 (v1.2 adds IDONTWANT only);
+- mesh churn in an idle swarm of more than ``degree_high`` peers: a peer the heartbeat
+  prunes records a back-off against the pruner, the pruner none against it, and the GRAFT
+  "flood" check refuses a GRAFT from a peer that pruned us within min(10 s, back-off), which
+  is the back-off itself. So a pruner short of peers grafts the peer it pruned, is refused
+  (a PRUNE, which starts its own flood window a little later than the other side's back-off),
+  and the pair refuse each other every back-off period for ever: 20 idle nodes (one process)
+  each received 1.6 GRAFT + 1.6 PRUNE per second, and some ran with a mesh of 1-2 peers.
+  Under heavy CPU load (PRUNEs queued for seconds) flood refusals still happen.
+  ``SwarmGossipSub`` records a back-off against a peer it prunes or refuses (as go-libp2p does) and
+  keeps the flood window shorter than the back-off, so an honest re-graft after the back-off
+  is never called a flood.
 """
 
 from __future__ import annotations
@@ -129,6 +140,29 @@ def gossip_topic(swarm: str) -> str:
     return f"/swarm/{swarm}/events/1"
 
 
+class SwarmGossipSub(GossipSub):
+    """GossipSub without the idle GRAFT/PRUNE ping-pong (module doc)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # a GRAFT sooner than this after the sender pruned us is a flood; the sender's own
+        # back-off against us is prune_back_off, so an honest one never comes this soon
+        self.graft_flood_threshold = max(1.0, float(self.prune_back_off) / 2)
+
+    async def emit_prune(self, topic: Any, to_peer: Any, *args: Any, **kwargs: Any) -> None:
+        # a GRAFT we refuse: no GRAFT of ours to that peer within the back-off either (the
+        # library grafted it at its next heartbeat, 1 s later, and was refused as a flood)
+        self._add_back_off(to_peer, topic, False)
+        await super().emit_prune(topic, to_peer, *args, **kwargs)
+
+    def mesh_heartbeat(self) -> Any:
+        to_graft, to_prune = super().mesh_heartbeat()
+        for peer, topics in to_prune.items():
+            for topic in topics:
+                self._add_back_off(peer, topic, False)  # no re-graft of it within the back-off
+        return to_graft, to_prune
+
+
 def make_gossipsub(**overrides: Any) -> GossipSub:
     """GossipSub configured so nothing is dropped silently at tens of msgs/s, 5-20 peers."""
     params: dict[str, Any] = dict(
@@ -142,7 +176,7 @@ def make_gossipsub(**overrides: Any) -> GossipSub:
         prune_back_off=10,                       # a restarted peer is re-grafted soon
     )
     params.update(overrides)
-    return GossipSub(**params)
+    return SwarmGossipSub(**params)
 
 
 def envelope_problem(msg: Any) -> str | None:

@@ -105,7 +105,8 @@ class Network:
             connected=lambda: self._peers.connected, on_foreign=self._peers.mark_foreign,
             page=config.sync_page, timeout=config.sync_timeout,
             interval=config.sync_interval, log=self._log, knows=knows, ids=config.sync_ids,
-            id_page=config.sync_id_page, get_batch=config.sync_get_batch)
+            id_page=config.sync_id_page, get_batch=config.sync_get_batch,
+            fanout=config.sync_fanout)
         self._server = SyncServer(protocol=self.sync_protocol, store=store,
                                   limits=config.sync_limits, log=self._log)
         self._gossip = GossipChannel(peer_id=self._peer_id, topic=self.topic,

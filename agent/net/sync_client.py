@@ -18,6 +18,7 @@ A late joiner is only as good as the peers that answer it: ``sync_all()`` return
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from .sync import (
 __all__ = ["PeerSync", "SyncClient", "SyncReport"]
 
 NEW_PEER_ATTEMPTS = 4
+DEFAULT_FANOUT = 3  # peers pulled per periodic anti-entropy round
 # pages pulled from one peer in one sync: the rest waits for the next sync, from the same
 # cursor. A peer that always claims more (total 2**40) would otherwise keep a sync_all, and with
 # it anti-entropy from every peer, waiting forever.
@@ -93,8 +95,11 @@ class SyncClient:
                  on_foreign: Callable[[str], None], page: int = 200, timeout: float = 10.0,
                  interval: float = 10.0, log: Any = None,
                  knows: Callable[[str], bool] | None = None, ids: bool = True,
-                 id_page: int = ID_PAGE, get_batch: int = GET_BATCH) -> None:
+                 id_page: int = ID_PAGE, get_batch: int = GET_BATCH,
+                 fanout: int = DEFAULT_FANOUT) -> None:
         self.protocol = protocol
+        self._fanout = int(fanout)  # peers pulled per anti-entropy round (0 or less: every peer)
+        self._rotation: list[str] = []  # peers not yet pulled in this pass over the connected ones
         self._intake = intake
         self._knows = knows
         self._use_ids = ids and knows is not None
@@ -153,23 +158,52 @@ class SyncClient:
 
     async def _anti_entropy(self) -> None:
         while True:
-            with trio.move_on_after(self._interval):
+            with trio.move_on_after(self._interval) as timer:
                 await self._resync.wait()
             self._resync = trio.Event()
-            await self.sync_all()
+            if timer.cancelled_caught:  # the period: a few peers in turn
+                await self.sync_some(self.next_round())
+            else:  # asked for (gossip overflowed, arrivals queue full): every peer now
+                await self.sync_all()
 
-    # ------------------------------------------------------------------ API
-    async def sync_all(self) -> SyncReport:
-        """Pull from every connected peer concurrently."""
+    def next_round(self) -> list[str]:
+        """The peers of the next periodic anti-entropy round: ``fanout`` of the connected
+        peers, taken in turn (a shuffled pass over all of them, then another), so every peer
+        is pulled once per ceil(connected / fanout) rounds. Pulling all of them each round cost
+        an idle agent O(peers) requests and served requests per period: in a 20-agent swarm
+        that was most of its idle CPU. Safety never depended on it: anti-entropy only repairs
+        what gossip lost, and any one peer holding an event is enough."""
+        connected = self._connected()
+        if self._fanout <= 0 or len(connected) <= self._fanout:
+            self._rotation = []
+            return list(connected)
+        live = set(connected)
+        self._rotation = [p for p in self._rotation if p in live]
+        out: list[str] = []
+        while len(out) < self._fanout:
+            if not self._rotation:
+                fresh = [p for p in connected if p not in out]
+                random.shuffle(fresh)
+                self._rotation = fresh
+            out.append(self._rotation.pop())
+        return out
+
+    async def sync_some(self, peers: list[str]) -> SyncReport:
+        """Pull from these peers concurrently."""
         results: list[PeerSync] = []
 
         async def one(peer: str) -> None:
             results.append(await self.sync_from(peer))
 
         async with trio.open_nursery() as nursery:
-            for peer in self._connected():
+            for peer in peers:
                 nursery.start_soon(one, peer)
         return SyncReport(tuple(sorted(results, key=lambda r: r.peer)))
+
+    # ------------------------------------------------------------------ API
+    async def sync_all(self) -> SyncReport:
+        """Pull from every connected peer concurrently."""
+        return await self.sync_some(list(self._connected()))
 
     async def sync_from(self, peer: str) -> PeerSync:
         """Pull what this peer's store has that we lack, in pages, feeding each event to the
