@@ -638,3 +638,20 @@ def test_a_move_is_one_way():
     assert not any("round trip" in p for p in fx.result_problems(text, facts, goal="Plan a week in Lisbon"))
     assert any("round trip" in p for p in fx.brief_problems({"done": "The family is back home in Berlin"}, goal))
     assert not fx.round_trip("Move the furniture back home", "Move house furniture to the attic")
+
+
+def test_a_steps_cost_reads_the_same_in_its_key_line_and_in_the_cost_list():
+    from agent.core import facts as fx
+
+    # a school trip's "Exploring Edinburgh" was 100 GBP in the answer and 330 GBP in the cost
+    # list: an action priced inside its text ("(200 GBP) (2027-06-02)") counted in one only;
+    # and a cost equal to the budget counted in the other only (2,500 against 1,000 EUR)
+    facts = fx.brief_facts({"currency": "GBP", "budget": "1,000 GBP"}, "A school trip to Edinburgh")
+    result = ("- Book a guided tour of Edinburgh Castle for 30 pupils (30 GBP; 2027-06-02).\n"
+              "- Visit the Princes Street Gardens with the group (200 GBP) (2027-06-02).\n"
+              "- Hire a coach for the three days (1,000 GBP; 2027-06-01).")
+    assert fx.costs_of(result, facts) == 1230
+    assert "1,230 GBP in all" in fx.key_line(result, facts)
+    assert fx.cost_lines([("Exploring Edinburgh", result)], facts)[0] == "- Exploring Edinburgh: 1,230 GBP"
+    # the budget said again inside an action is not a cost
+    assert fx.costs_of("- Keep the total under 1,000 GBP for the trip.", facts) == 0

@@ -136,21 +136,23 @@ def money_in(text: str) -> list[tuple[float, tuple[str, ...]]]:
 _TRAILING = re.compile(r"\(([^()]*)\)\.?\s*$")
 
 
+def _line_cost(ln: str, facts: "BriefFacts") -> float:
+    """One action line's cost in the brief's currency: the amounts in its trailing "(cost;
+    when)", else those in the line, leaving out the budget said again there ("keep the total
+    under 2,000 EUR")."""
+    m = _TRAILING.search(ln)
+    found = money_in(m.group(1)) if m else []
+    if found:
+        return sum(a for a, codes in found if facts.currency in codes)
+    return sum(a for a, codes in money_in(ln)
+               if facts.currency in codes and not (facts.budget and abs(a - facts.budget) < 0.5))
+
+
 def costs_of(text: str, facts: "BriefFacts") -> float:
-    """What a step's result spends in the brief's currency: per action line, the amounts in
-    its trailing "(cost; when)" (else in the line), leaving out the budget said again ("keep
-    the total under 2,000 EUR")."""
-    if not facts.currency:
-        return 0.0
-    total = 0.0
-    for ln in str(text).splitlines():
-        m = _TRAILING.search(ln)
-        found = money_in(m.group(1)) if m else []
-        if not found:
-            found = money_in(ln)
-        total += sum(a for a, codes in found
-                     if facts.currency in codes and not (facts.budget and abs(a - facts.budget) < 0.5))
-    return total
+    """What a step's result spends in the brief's currency, its action lines' costs added up
+    (``_line_cost``: the one reading the plan's cost list, its steps' key lines and the checks
+    share; two readings gave one step 100 GBP in the answer and 330 GBP in the cost list)."""
+    return sum(action_costs(text, facts))
 
 
 def key_line(result: str, facts: "BriefFacts", *, actions: int = 2) -> str:
@@ -203,14 +205,9 @@ def cost_lines(steps: Sequence[tuple[str, str]], facts: "BriefFacts") -> list[st
 
 def action_costs(text: str, facts: "BriefFacts") -> list[float]:
     """Each action line's cost in the brief's currency (0 where it names none), in order."""
-    out = []
-    for ln in str(text).splitlines():
-        if not ln.strip():
-            continue
-        m = _TRAILING.search(ln)
-        found = money_in(m.group(1)) if m else []
-        out.append(sum(a for a, codes in found if facts.currency in codes) if facts.currency else 0.0)
-    return out
+    if not facts.currency:
+        return [0.0 for ln in str(text).splitlines() if ln.strip()]
+    return [_line_cost(ln, facts) for ln in str(text).splitlines() if ln.strip()]
 
 
 def uniform_cost(text: str, facts: "BriefFacts") -> float | None:
