@@ -555,6 +555,13 @@ def test_a_result_that_drops_most_of_its_drafts_names_goes_back():
     kept = ("- Walk the Kinkaku-ji garden (10 EUR).\n- Visit Kiyomizu-dera at dawn (5 EUR).\n"
             "- Climb the Fushimi Inari gates in Kyoto (0 EUR).")
     assert not any("drops" in p for p in work.result_checks(tree, leaf, kept, synthesis=False))
+    # a step's Title Case labels are headings, not names (a home office's result was sent back
+    # for dropping "Setup, Equipment, Furniture")
+    from agent.core import facts as fx
+
+    draft = ("Initial Setup of Equipment: Desktops and Monitors: Purchase one desktop and a monitor.; "
+             "Initial Setup of Furniture and Decor: Furniture: Buy a chair at IKEA Hamburg.")
+    assert fx.draft_names(draft, "Set up a home office") == ["IKEA Hamburg"]
 
 
 def test_a_refinement_is_asked_for_the_missing_work_the_electors_agree_on():

@@ -591,12 +591,29 @@ def concrete_marks(text: str) -> int:
 _NAME = re.compile(r"(?<![.!?;:]\s)(?<![.!?;:])(?<!^)\b([A-Z][a-zA-Z'’-]{3,}(?:\s+[A-Z][a-zA-Z'’-]{2,})*)")
 
 
+_LABEL = re.compile(r"^\s*([^:;.]{1,60}):\s")
+
+
+def _without_labels(draft: str) -> str:
+    """A draft without its steps' Title Case labels ("Initial Setup of Equipment: Desktops and
+    Monitors: Purchase four desktops"): words of a heading, not names (measured: a home
+    office's result was sent back for dropping "Setup, Equipment, Furniture")."""
+    clauses = []
+    for clause in draft.split(";"):
+        m = _LABEL.match(clause)
+        while m and len(m.group(1).split()) <= 6:
+            clause = clause[m.end():]
+            m = _LABEL.match(clause)
+        clauses.append(clause)
+    return ";".join(clauses)
+
+
 def draft_names(draft: str, goal: str = "") -> list[str]:
     """The names a step's draft gives (capitalised words inside its sentences, not their first
     word; the goal's own words left out): what developing the draft must keep."""
     own = {w.casefold() for w in tx.tokens(goal)}
     out: list[str] = []
-    for m in _NAME.finditer(str(draft)):
+    for m in _NAME.finditer(_without_labels(str(draft))):
         name = re.sub(r"['’]s$", "", m.group(1))
         if name.casefold() in own or all(w.casefold() in own for w in name.split()):
             continue
