@@ -425,3 +425,30 @@ def test_an_executor_past_its_lease_budget_does_not_claim_a_task_another_yieldin
     out = started(y, evs + [hello(ident("e3"), "executor", wall=1)], T0 + 4500)
     out += y.poll(derive(fold(evs), T0 + 5100), T0 + 5100)
     assert pubs(out, Claim)
+
+
+def test_the_last_try_publishes_the_best_of_the_tries_with_every_tries_tokens():
+    # the last try takes any usable answer (no stall), but an earlier try the checks found
+    # fewer problems in is the better result: a home office's last try dated its steps
+    # "2027-12-05 to 2027-02-02" and counted as it was
+    g = leaf_goal()
+    x = Executor(ME.peer_id, TM, seed=1)
+    (c,) = [e for e in started(x, [g], T0 + 10) if isinstance(e, Publish)]
+    mine = ev(ME, c.body, 20)
+    evs = [g, mine]
+    x.answered(c.ticket, mine, derive(fold(evs), T0 + 20), T0 + 20)
+    (sync,) = [e for e in x.poll(derive(fold(evs), T0 + 600), T0 + 600) if isinstance(e, SyncPeers)]
+    (a,) = asks(x.answered(sync.ticket, SyncDone(0, 3), derive(fold(evs), T0 + 650), T0 + 650))
+    acts = ["I booked a ryokan in Kyoto for two nights", "Take the Shinkansen to Osaka", "Visit the Fushimi Inari shrine"]
+    near = LLMReply({"actions": [{"do": d, "cost": "", "when": ""} for d in acts]}, 100, 10)
+    worse = LLMReply({"actions": [{"do": d + " ...", "cost": "", "when": ""} for d in acts]}, 100, 10)
+    tree = derive(fold(evs), T0 + 700)
+    node = tree.node(g.id)
+    first = work.result_from(near.value, tree, node, mine.id, strict=False)
+    last = work.result_from(worse.value, tree, node, mine.id, strict=False)
+    n_first, n_last = (len(work.result_checks(tree, node, r.output, synthesis=False)) for r in (first, last))
+    assert 0 < n_first < n_last  # both go back while tries remain; the first has fewer problems
+    (a,) = asks(answer(x, evs, a, near, T0 + 700))
+    (a,) = asks(answer(x, evs, a, worse, T0 + 701))
+    (r,) = pubs(answer(x, evs, a, worse, T0 + 800), Result)
+    assert r.output == first.output and (r.prompt_tokens, r.completion_tokens) == (300, 30)

@@ -59,6 +59,7 @@ class _Task:
     renewed_at: int = 0
     prompt: bool = False  # a home task claimed before anyone may take it over: no race is possible
     spent: tuple[int, int] = (0, 0)  # tokens of this task's attempts so far (its result carries them)
+    best: Any = None  # the checked-out try with the fewest problems (work.CheckedOut): the last try's rival
 
 
 class Executor(Behaviour):
@@ -291,12 +292,15 @@ class Executor(Behaviour):
             last = not self.timing.may_retry(t.attempt + 1)
             t.spent = (t.spent[0] + answer.prompt_tokens, t.spent[1] + answer.completion_tokens)
             try:
-                body = work.result_from(answer.value, tree, n, t.claim, strict=not last,
-                                        synthesis=n.task is TaskKind.SYNTHESIS,
+                synthesis = n.task is TaskKind.SYNTHESIS
+                body = work.result_from(answer.value, tree, n, t.claim, strict=not last, synthesis=synthesis,
                                         prompt_tokens=t.spent[0], completion_tokens=t.spent[1], key=t.key)
             except LLMBadOutput as exc:
+                if isinstance(exc, work.CheckedOut) and (t.best is None or exc.problems < t.best.problems):
+                    t.best = exc
                 answer = exc
             else:
+                body = work.best_of(tree, n, body, t.best, synthesis=synthesis)
                 self.backoff.reset()
                 t.ready = body
                 lease = self._mine(n)

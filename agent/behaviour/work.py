@@ -528,12 +528,33 @@ def result_from(answer: dict, tree: Tree, node: NodeView, claim_id: str, *, synt
         output = P.parse_execution(answer, currency=brief_facts(tree, node).currency or "")
         output = tx.without_goal_echo(output, goal_title(tree, node))
         output = _without_repeats(tree, node, output, strict=strict)
-    if strict:
-        problems = result_checks(tree, node, output, synthesis=synthesis)
-        if problems:
-            raise LLMBadOutput(f"{problems[0]}: {output[:80]!r}")
-    return Result(node=key or node.task_key, claim=claim_id, output=output[:8000],
-                  prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+    result = Result(node=key or node.task_key, claim=claim_id, output=output[:8000],
+                    prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+    problems = result_checks(tree, node, output, synthesis=synthesis)
+    if strict and problems:
+        raise CheckedOut(f"{problems[0]}: {output[:80]!r}", result, len(problems))
+    return result
+
+
+class CheckedOut(LLMBadOutput):
+    """A usable answer the checks found wrong: sent back for another try, and kept with how
+    many problems it has, so the last try can be the best of them (``best_of``)."""
+
+    def __init__(self, message: str, result: Result, problems: int) -> None:
+        super().__init__(message)
+        self.result, self.problems = result, problems
+
+
+def best_of(tree: Tree, node: NodeView, last: Result, earlier: "CheckedOut | None", *,
+            synthesis: bool) -> Result:
+    """The last try's result, or an earlier try's with fewer problems (the last try takes any
+    usable answer so a weak model cannot stall a task; it had as many problems as the first
+    and more, measured: a home office's second try dated its steps 2027-12-05 to 2027-02-02),
+    carrying every try's tokens."""
+    if earlier is None or len(result_checks(tree, node, last.output, synthesis=synthesis)) <= earlier.problems:
+        return last
+    return earlier.result.model_copy(update={"prompt_tokens": last.prompt_tokens,
+                                             "completion_tokens": last.completion_tokens})
 
 
 # ============================================================== review
