@@ -883,7 +883,7 @@ def serve_llm(
     import trio
 
     from agent.llm import server as llm_server
-    from agent.llm.base import LLMError
+    from agent.llm.base import LLMError, ModelMissing
 
     s = _settings()
     key_path = key_file or llm_server.default_key_file()
@@ -896,6 +896,8 @@ def serve_llm(
             port=llm_server.DEFAULT_PORT if port is None else port, key_file=key_path,
             model_dir=s.model_dir,
         ).start()
+    except ModelMissing as exc:  # bad input, as `demo --model gpt-9` is: exit 2
+        _fail(str(exc), 2)
     except (LLMError, ValueError) as exc:
         _fail(str(exc), 1)
     try:

@@ -293,7 +293,7 @@ def test_serve_llm_with_a_missing_model_exits_with_one_line(tmp_path):
     p = subprocess.run([sys.executable, "-m", "agent", "serve-llm", "--model", str(tmp_path / "x.gguf"),
                         "--port", "0", "--key-file", str(tmp_path / "key")],
                        capture_output=True, text=True, timeout=120)
-    assert p.returncode == 1 and "x.gguf does not exist" in p.stderr and p.stdout == ""
+    assert p.returncode == 2 and "x.gguf does not exist" in p.stderr and p.stdout == ""  # bad input
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr
 
 

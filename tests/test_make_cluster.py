@@ -78,6 +78,12 @@ def test_make_kill_and_down_with_volumes(tmp_path):
     assert "down --remove-orphans -v" in dry("down", "DOWN_FLAGS=-v", env_file=tmp_path / "e")
 
 
+def test_make_logs_and_ps_are_composes_own(tmp_path):
+    # README: `make logs SERVICE=observer   # make ps`
+    assert dry("logs", "SERVICE=observer", env_file=tmp_path / "e").rstrip().endswith("logs -f --tail=200 observer")
+    assert dry("ps", env_file=tmp_path / "e").rstrip().endswith(" ps")
+
+
 def test_the_readmes_podman_commands_are_the_ones_make_runs(tmp_path):
     """README, "Without Docker": `. scripts/containers/env.sh` and `$PC kill decomposer-2` by
     hand are what `make kill` runs on a podman host: the same compose files, in the same order,
