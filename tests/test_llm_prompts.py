@@ -227,7 +227,7 @@ def test_an_action_that_already_names_its_cost_and_date_does_not_get_them_twice(
     ]})
     assert text.splitlines() == ["- Buy the floor tiles from IKEA (3000 EUR; 2026-12-02).",
                                  "- Book the plumber for the sink (250 EUR; 2026-12-09).",
-                                 "- Order the worktop (1000 EUR) (2026-12-10)."]
+                                 "- Order the worktop (1000 EUR; 2026-12-10)."]  # one bracket
 
 
 def test_an_outline_step_that_repeats_its_label_keeps_it_once():
@@ -383,3 +383,18 @@ def test_roman_numbered_sections_are_sections():
                                                                           "Trip Phase"]
     # a sentence that starts with the pronoun is no heading
     assert len(parse_plan_text("## Go\n1. Pack.\nI. think it rains, take a coat\n").sections) == 1
+
+
+def test_an_actions_cost_and_date_are_shown_once_and_the_prompts_words_not_at_all():
+    # a Brighton clean-up's results: "... a role (20 GBP; 2027-05-24) (2027-05-23)." and
+    # "(115 GBP; 2027-05-25 (what must be booked, bought)." (the step prompt's words)
+    text = P.parse_execution({"actions": [
+        {"do": "Form a team of volunteers, each with a role (20 GBP; 2027-05-24)", "cost": "", "when": "2027-05-23"},
+        {"do": "Organise carpooling to Brighton Beach", "cost": "115 GBP",
+         "when": "2027-05-25 (what must be booked, bought"},
+        {"do": "Take the bus to the pier (route 25)", "cost": "3 GBP", "when": ""},
+        {"do": "Buy 60 pairs of gloves (£30)", "cost": "", "when": ""}]}, currency="GBP")
+    assert text.splitlines() == ["- Form a team of volunteers, each with a role (20 GBP; 2027-05-23).",
+                                 "- Organise carpooling to Brighton Beach (115 GBP; 2027-05-25).",
+                                 "- Take the bus to the pier (route 25) (3 GBP).",
+                                 "- Buy 60 pairs of gloves (£30)."]

@@ -695,6 +695,14 @@ _FIELDS_IN = re.compile(r"[\s.,;]*\(?\s*\bcost\s*:\s*(?P<cost>[^,;()\d]{0,12}\d(
                         r"(?:\s*[,;]?\s*\bwhen\s*:\s*(?P<when>[^()]*?))?\s*\)?[\s.]*$", re.IGNORECASE)
 
 
+# the step prompt's own words copied into a field ("2027-05-25 (what must be booked, bought",
+# measured), and a "(cost; date)" the model wrote at the end of the action as well as in its
+# fields ("... a role (20 GBP; 2027-05-24) (2027-05-23).", measured): shown once
+_PROMPT_BITS = re.compile(r"\s*\(?\s*what must be booked[^)]*\)?", re.IGNORECASE)
+_ISO_DAY = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+_FIELDS_AT_END = re.compile(r"\s*\(((?=[^()]*(?:\d{4}-\d{2}-\d{2}|[£$€¥]\s?\d|\d[\d,.]*\s?(?-i:[A-Z]{3})\b))[^()]*)\)\s*[.]?\s*$")
+
+
 def _fields_in(text: str) -> tuple[str, str, str]:
     m = _FIELDS_IN.search(text)
     if not m or m.start() == 0:
@@ -711,14 +719,21 @@ def parse_execution(answer: Any, *, currency: str = "") -> str:
         raw = act.do
         if len(raw) >= ACTION_MAX - 5:  # cut by its length bound ("... Consider the"): its whole sentences
             raw = _whole(raw) or raw
-        raw, said_cost, said_when = _fields_in(raw)
+        raw, said_cost, said_when = _fields_in(_PROMPT_BITS.sub("", raw))
+        fields = _FIELDS_AT_END.search(raw)
+        if fields and fields.start() > 0:  # "Form a team (20 GBP; 2027-05-24)" and the same in the fields
+            raw = raw[:fields.start()]
+            got = [p.strip() for p in fields.group(1).split(";") if p.strip()]
+            said_cost = said_cost or next((p for p in got if not _ISO_DAY.search(p)), "")
+            said_when = said_when or next((p for p in got if _ISO_DAY.search(p)), "")
         do = _sentence(raw)
         if not do or do.casefold() in seen:
             continue
         seen.add(do.casefold())
         # (a small model often writes the cost and date into the action too: not twice)
-        cost = "" if _UNPAID.match(do) else _extra(act.cost if _extra(act.cost, currency) else said_cost, currency)
-        when = _extra(act.when if _extra(act.when, "") else said_when, "")
+        act_cost, act_when = _PROMPT_BITS.sub("", act.cost), _PROMPT_BITS.sub("", act.when)
+        cost = "" if _UNPAID.match(do) else _extra(act_cost if _extra(act_cost, currency) else said_cost, currency)
+        when = _extra(act_when if _extra(act_when, "") else said_when, "")
         extra = []
         for x in (cost, when):
             if x and x.casefold() not in do.casefold() and x.casefold() not in (e.casefold() for e in extra):
