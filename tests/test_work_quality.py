@@ -662,3 +662,16 @@ def test_a_steps_cost_reads_the_same_in_its_key_line_and_in_the_cost_list():
     assert fx.cost_lines([("Exploring Edinburgh", result)], facts)[0] == "- Exploring Edinburgh: 1,230 GBP"
     # the budget said again inside an action is not a cost
     assert fx.costs_of("- Keep the total under 1,000 GBP for the trip.", facts) == 0
+
+
+def test_a_weekday_named_with_a_date_it_is_not_goes_back():
+    # a Brighton clean-up "on a Saturday in May": "arrive at Brighton Beach on Saturday,
+    # 2027-05-25", a Tuesday; the blind reader caught it first
+    from agent.core import facts as fx
+
+    f = fx.brief_facts({"currency": "GBP", "dates": "2027-05-23 to 2027-05-29"}, "A clean-up in Brighton")
+    bad = ("- Arrive at Brighton Beach on Saturday, 2027-05-25 (115 GBP).\n"
+           "- Hand out 60 pairs of gloves at the pier (30 GBP; 2027-05-29).")
+    assert any("'Saturday, 2027-05-25', which is a Tuesday" in p for p in fx.result_problems(bad, f))
+    good = bad.replace("2027-05-25", "2027-05-29")
+    assert not any("which is a" in p for p in fx.result_problems(good, f))

@@ -740,6 +740,24 @@ def round_trip(text: str, goal: str) -> str | None:
     return m.group(0) if m else None
 
 
+_DAY_AND_DATE = re.compile(r"\b(Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday),?\s+(?:the\s+)?"
+                           r"(\d{4}-\d{2}-\d{2})\b", re.IGNORECASE)
+
+
+def wrong_weekdays(text: str) -> tuple[str, str] | None:
+    """A weekday named with a date it is not ("Saturday, 2027-05-25", a Tuesday: measured, a
+    clean-up "on a Saturday" dated on a weekday, which a reader caught at once): (what it
+    says, the date's real weekday), or None."""
+    for m in _DAY_AND_DATE.finditer(str(text)):
+        try:
+            real = _dt.date.fromisoformat(m.group(2)).strftime("%A")
+        except ValueError:
+            continue
+        if real.lower() != m.group(1).lower():
+            return m.group(0), real
+    return None
+
+
 def result_problems(text: str, facts: BriefFacts, *, siblings: Iterable[tuple[str, str]] = (),
                     min_marks: int = 2, step: str = "", goal: str = "") -> list[str]:
     """Why a step's result is not plan content consistent with its brief and its siblings
@@ -769,6 +787,9 @@ def result_problems(text: str, facts: BriefFacts, *, siblings: Iterable[tuple[st
     crowd = wrong_headcount(text, facts)
     if crowd:
         problems.append(f"says '{crowd[0]}'; the plan is for {facts.people}")
+    wrong_day = wrong_weekdays(text)
+    if wrong_day:
+        problems.append(f"says '{wrong_day[0]}', which is a {wrong_day[1]}: name the right day or date")
     if concrete_marks(text) < min_marks:
         problems.append("no concrete names, amounts or dates")
     for title, other in siblings:
