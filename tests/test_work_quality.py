@@ -675,3 +675,10 @@ def test_a_weekday_named_with_a_date_it_is_not_goes_back():
     assert any("'Saturday, 2027-05-25', which is a Tuesday" in p for p in fx.result_problems(bad, f))
     good = bad.replace("2027-05-25", "2027-05-29")
     assert not any("which is a" in p for p in fx.result_problems(good, f))
+
+
+def test_an_english_result_loses_the_chinese_a_small_model_slipped_into_it():
+    from agent.core.text import without_stray_script
+
+    assert without_stray_script("- Plan what to do in case of a fire, a坍 (10 GBP).\n- Visit 金閣寺 Kinkaku-ji.") == (
+        "- Plan what to do in case of a fire, a (10 GBP).\n- Visit Kinkaku-ji.")

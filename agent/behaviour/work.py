@@ -527,6 +527,8 @@ def result_from(answer: dict, tree: Tree, node: NodeView, claim_id: str, *, synt
     else:
         output = P.parse_execution(answer, currency=brief_facts(tree, node).currency or "")
         output = tx.without_goal_echo(output, goal_title(tree, node))
+        if english_goal(goal_title(tree, node)):
+            output = tx.without_stray_script(output)
         output = _without_repeats(tree, node, output, strict=strict)
     result = Result(node=key or node.task_key, claim=claim_id, output=output[:8000],
                     prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)

@@ -232,6 +232,16 @@ def english_goal(goal: str) -> bool:
     )
 
 
+# Han, kana and Hangul: a Qwen model writing English slips into Chinese mid-word ("a plan for
+# action in case of a fire, a坍", measured); in an English answer they are noise
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
+
+
+def without_stray_script(text: str) -> str:
+    """An English answer without the CJK characters a small model slipped into it."""
+    return "\n".join(re.sub(r"[ \t]{2,}", " ", ln) for ln in _CJK.sub("", text).split("\n"))
+
+
 _END = re.compile(r"[.!?…][\"'”’)\]]*$")
 
 
