@@ -398,3 +398,15 @@ def test_an_actions_cost_and_date_are_shown_once_and_the_prompts_words_not_at_al
                                  "- Organise carpooling to Brighton Beach (115 GBP; 2027-05-25).",
                                  "- Take the bus to the pier (route 25) (3 GBP).",
                                  "- Buy 60 pairs of gloves (£30)."]
+
+
+def test_one_long_sentence_cut_mid_word_ends_at_its_last_whole_word():
+    # a food stall's "... to ensure it is generating the desired revenue and s (50 GBP)"
+    cut = ("Continuously update the menu: develop a strategy to reach new customers and evaluate performance to "
+           "ensure it is generating the desired revenue and s")
+    assert len(cut) >= P.ACTION_MAX - 5, len(cut)  # cut at the length bound, as measured
+    text = P.parse_execution({"actions": [{"do": cut, "cost": "50 GBP", "when": ""},
+                                          {"do": "Buy a gazebo", "cost": "", "when": ""},
+                                          {"do": "Register with Manchester City Council", "cost": "", "when": ""}]},
+                             currency="GBP")
+    assert text.splitlines()[0].endswith("the desired revenue (50 GBP)."), text

@@ -877,10 +877,15 @@ def _whole(text: str) -> str:
     if whole:
         return whole
     if t.count("(") > t.count(")"):
-        t = t[:t.rfind("(")].rstrip(" ,;:-")
-    return t
+        return t[:t.rfind("(")].rstrip(" ,;:-")
+    # one long sentence cut mid-word ("... the desired revenue and s", measured): back to its
+    # last whole word, without the words that only lead on to what was cut
+    t = re.sub(r"\s+\S*$", "", t)
+    return _DANGLING.sub("", t).rstrip(" ,;:-")
 
 
+_DANGLING = re.compile(r"(?:\s+(?:and|or|but|to|the|a|an|of|for|with|in|on|at|by|from|such as|including|as|that|"
+                       r"which|if|so|your|its|their))+\s*$", re.IGNORECASE)
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
