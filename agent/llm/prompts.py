@@ -308,6 +308,13 @@ def decompose_request(
 OUTLINE_TOKENS = 900  # a whole plan as one small model writes it (measured 600-740 tokens)
 
 
+# what readers found missing from every draft, whoever wrote it (a council permit and a risk
+# assessment for a beach clean-up, food hygiene registration and a pitch for a market stall,
+# consent forms for a school trip): asked for by name, the work a goal's rules require
+PAPERWORK = ("Include the permits, licences, registrations, insurance, bookings and safety steps this goal "
+             "needs, where it needs them.")
+
+
 def outline_request(frame: Frame, *, path: Sequence[str], title: str, description: str, max_children: int,
                     strategy: str = "outline", feedback: Iterable[str] = (), previous: list[dict] | None = None,
                     seed: int | None = None) -> LLMRequest:
@@ -337,7 +344,7 @@ def outline_request(frame: Frame, *, path: Sequence[str], title: str, descriptio
     lines.append(
         f"Write a complete, concrete plan for: {_clip(task, 200)}. Break it into sections and steps, in "
         f"the order they are done, and give the concrete content of each step.{how} At most {max_children} "
-        "sections. Keep to the brief."
+        "sections. Keep to the brief. " + PAPERWORK
     )
     return LLMRequest(kind="decompose", system=SYSTEM.replace(" You answer only with JSON.", ""),
                       prompt="\n".join(frame.lines() + lines),
