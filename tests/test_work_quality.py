@@ -125,6 +125,10 @@ def test_a_node_with_all_children_done_gets_a_synthesis_request():
     copied = {"summary": "Result 0 is done... and so on"}
     with pytest.raises(LLMBadOutput, match="fragments"):
         work.result_from(copied, tree, tokyo, "c" * 64, synthesis=True)
+    # the steps listed again in the summary (a food stall's "The 3 steps are: 1. Launch ... 2. ...")
+    listed = {"summary": "The Tokyo part has 3 steps: 1. Day 1: arrival. 2. Visit Asakusa. 3. Shinjuku at night."}
+    with pytest.raises(LLMBadOutput, match="lists the steps one by one"):
+        work.result_from(listed, tree, tokyo, "c" * 64, synthesis=True)
 
 
 def test_the_root_synthesis_is_an_executive_summary():

@@ -8,6 +8,7 @@ was set and its settled brief, so every step keeps to the same working assumptio
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -415,6 +416,9 @@ def synthesis_req(tree: Tree, node: NodeView, seed: int | None) -> LLMRequest:
     )
 
 
+_LISTED = re.compile(r"(?:^|[\s:;])\d{1,2}[.)]\s+[A-Z]")
+
+
 def result_checks(tree: Tree, node: NodeView, output: str, *, synthesis: bool) -> list[str]:
     """What is wrong with a result as plan content (empty: nothing found): the form checks,
     then the facts against the brief and the siblings (a synthesis: against its children)."""
@@ -429,7 +433,12 @@ def result_checks(tree: Tree, node: NodeView, output: str, *, synthesis: bool) -
         # the model wrote the summary; the steps under it are each child's own key content
         # (written by code), so the summary is what may leave children out or copy one: a
         # summary of a few sentences takes up at least half of them
-        return out + fx.synthesis_problems(P.synthesis_summary(output),
+        summary = P.synthesis_summary(output)
+        if len(_LISTED.findall(summary)) >= 2:
+            # the steps are listed under it by code: a summary listing them again ("The 3 steps
+            # are: 1. Launch ...: Set up the stall ... 2. Scaling ...", measured) adds nothing
+            out.append("lists the steps one by one: sum the plan up in a few sentences instead")
+        return out + fx.synthesis_problems(summary,
                                            [(c.title, child_answer(c)) for c in node.children], facts,
                                            left_out=0.5)
     parent = tree.node(node.parent) if node.parent else None
