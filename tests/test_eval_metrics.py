@@ -256,3 +256,19 @@ def test_the_actions_of_a_one_line_step_are_its_sentences_and_clauses():
 def test_more_people_than_the_goal_has_is_an_off_goal_fact():
     d = doc(JAPAN, [("Get around Tokyo", "- Buy Tokyo Metro tickets for 4 people on 5 April (60 EUR).")])
     assert "Get around Tokyo: people 'for 4 people'" in m(d, JAPAN)["off_goal"]  # "Two adults"
+
+
+def test_a_plan_whose_own_figures_contradict_it_scores_below_the_same_plan_without_them():
+    # blind readers preferred a plan with no figures to one whose figures were wrong: a beach
+    # clean-up costing "1,745 GBP of the 500 GBP budget", "Saturday, 2027-05-25" (a Tuesday),
+    # a home office's "2027-12-05 to 2027-02-02"; make eval had scored those plans higher
+    clean = EvalGoal("clean", "event", "Organise a beach clean-up in Brighton on 500 pounds", "", {})
+    sane = doc(clean, [("Equipment", "- Buy 60 pairs of gloves and 100 bin bags (90 GBP; 2027-05-24)."),
+                       ("Clean-up day", "- Meet at Brighton Palace Pier on Saturday, 2027-05-29 (0 GBP).")])
+    wrong = doc(clean, [("Equipment", "- Buy 60 pairs of gloves and 100 bin bags (1,090 GBP; 2027-05-24 to "
+                                      "2027-05-20)."),
+                        ("Clean-up day", "- Meet at Brighton Palace Pier on Saturday, 2027-05-25 (0 GBP).")])
+    good, bad = m(sane, clean), m(wrong, clean)
+    assert good["over_budget"] is None and good["contradictions"] == 0
+    assert bad["over_budget"] == 2.18 and bad["contradictions"] >= 2
+    assert bad["quality"] < 0.6 * good["quality"]

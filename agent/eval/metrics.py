@@ -83,6 +83,7 @@ def reference_facts(goal: str, description: str = "") -> fx.BriefFacts:
 _WEEKDAYS = frozenset("monday tuesday wednesday thursday friday saturday sunday".split())
 _BARE_AMOUNT = re.compile(r"\((\d[\d,.]*)\s*[;)]")  # "(50)", "(50; 2026-12-06)": a cost without its currency
 _EMPTY_FIELD = re.compile(r"''|\"\"")
+_ISO_RANGE = re.compile(r"\b(\d{4}-\d{2}-\d{2}) to (\d{4}-\d{2}-\d{2})\b")
 
 
 def actions_of(text: str) -> list[str]:
@@ -161,6 +162,17 @@ def plan_metrics(doc: PlanDoc, *, description: str = "",
     # a budget with no amount anywhere: nothing shows the plan fits it
     unpriced = ref.budget is not None and not [a for a, _c in fx.money_in(all_text) if a != ref.budget]
     placeholders = len(tx.placeholders(all_text))
+    # figures that contradict the plan itself: readers held a plan's own wrong figures against it
+    # more than a plan with none ("its specific figures would actively mislead"): a total over the
+    # budget it states (or the goal's), a weekday named with a date it is not, a range that ends
+    # before it starts
+    own = fx.brief_facts(doc.brief, goal_text) if doc.brief else ref
+    budget = own.budget or ref.budget
+    cur = own.currency or ref.currency
+    spent = sum(fx.costs_of(st.text, own) for st in steps) if cur and budget else 0.0
+    over_budget = round(spent / budget, 3) if budget and spent > 1.1 * budget else None
+    contradictions = sum(1 for _t, text in units if fx.wrong_weekdays(text)) + sum(
+        1 for a, b in _ISO_RANGE.findall(all_text) if b < a)
     m: dict[str, Any] = {
         "steps": len(steps),
         "words": words,
@@ -182,6 +194,8 @@ def plan_metrics(doc: PlanDoc, *, description: str = "",
         "bare_amounts": bare,
         "named_actions": round(named / len(acts), 3) if acts else 0.0,
         "unpriced": unpriced,
+        "over_budget": over_budget,
+        "contradictions": contradictions,
     }
     m["quality"] = quality(m)
     return m
@@ -208,6 +222,9 @@ def quality(m: Mapping[str, Any]) -> float:
     q *= 0.6 + 0.4 * min(1.0, float(m.get("named_actions", 1.0)) / 0.5)
     if m.get("unpriced"):
         q *= 0.8
+    if m.get("over_budget"):  # its own total past its own budget: x0.5 at twice the budget
+        q *= max(0.4, 1 - 0.5 * (float(m["over_budget"]) - 1))
+    q *= 1 - min(0.3, 0.1 * m.get("contradictions", 0))
     return round(100 * q, 1)
 
 

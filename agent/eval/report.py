@@ -21,6 +21,8 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("chore_steps", "chores", "low"),
     ("concreteness", "concrete /100w", "high"),
     ("synthesis_coverage", "summary uses parts", "high"),
+    ("over_budget", "x own budget", "low"),
+    ("contradictions", "self-contradictions", "low"),
     ("steps", "steps", "none"),
     ("words", "words", "none"),
 )
