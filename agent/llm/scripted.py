@@ -343,7 +343,7 @@ def _criteria(ctx: Mapping[str, Any]) -> dict:
     title = str(ctx.get("title", ""))
     scorer = str(ctx.get("scorer", ""))
     facet = " ".join(title.split()).split(SEP, 1)[0].strip() if SEP in title else ""
-    if facet:
+    if len(facet) >= 3:  # a facet of a dash alone (hypothesis: the title " — ") names no work
         steps = [_fit(t, 58) for t, _d in _facet_steps(facet)[:4]]
         return {"essential": (steps + [_fit(facet, 58)] * 4)[:4]}
     topic = topic_of(title, str(ctx.get("goal", "")))
