@@ -164,7 +164,9 @@ def test_checker_catches_a_counted_result_that_changes(monkeypatch):
     # cut at 5 min of virtual time shows the change during the fault phase in seconds, where
     # the 2-hour default made one seed run for more than ten minutes
     base = SimConfig(faults=Faults.all(), executors=3, limit_ms=5 * 60_000)
-    assert _first_failing(base, range(0, 20), "stable_results") is not None  # 14
+    # which seeds show it moves with every change to a prompt the scripted model hashes (seed
+    # 14 before the drafts asked for paperwork; 76, 84, 130 after): the first of 200 is enough
+    assert _first_failing(base, range(0, 200), "stable_results") is not None
 
 
 def test_checker_catches_double_execution_without_faults(monkeypatch):
