@@ -128,6 +128,36 @@ def test_the_sampler_sums_every_descendant_and_sees_who_mapped_the_model(tmp_pat
     assert r["processes_mapping_model"] == [f"pid-{proc.pid}"]  # the parent mapped it, its child did not
 
 
+class _Forked:
+    """A child as psutil sees it: between fork and exec it has its parent's command line, then
+    the one it was started with."""
+
+    def __init__(self, pid: int, cmdlines: list[list[str]]) -> None:
+        self.pid, self._cmdlines = pid, cmdlines
+
+    def cmdline(self) -> list[str]:
+        return self._cmdlines.pop(0) if len(self._cmdlines) > 1 else self._cmdlines[0]
+
+    def environ(self) -> dict[str, str]:
+        return {"SWARM_NAME": "scorer-2"}
+
+
+def test_a_process_sampled_before_its_exec_gets_its_label_once_it_shows_it():
+    """CI named the model server pid-N: sampled between fork and exec, it still ran pytest."""
+    sampler = TreeSampler()
+    server = _Forked(41, [["python", "-m", "pytest"], ["python", "-m", "agent", "serve-llm", "--port", "1"]])
+    agent = _Forked(42, [["python", "-m", "pytest"], ["python", "-m", "agent run", "--role", "scorer"]])
+    other = _Forked(43, [["sleep", "1"]])
+    assert sampler._label(server) == "pid-41" and sampler._label(agent) == "pid-42"
+    assert sampler._label(server) == "llm-server" and sampler._label(agent) == "scorer-2"
+    assert sampler._label(server) == "llm-server" and sampler._label(other) == "pid-43"
+    sampler.per_process = {41: 5 << 20, 42: 3 << 20, 43: 1 << 20}
+    sampler.mapping_model = {41}
+    r = sampler.result()
+    assert r["processes_mapping_model"] == ["llm-server"]
+    assert r["per_process_peak_rss_mb"] == {"llm-server": 5.0, "pid-43": 1.0, "scorer-2": 3.0}
+
+
 def test_a_model_not_installed_is_reported_with_how_to_install_it(tmp_path):
     from agent.bench import realmodel
 

@@ -58,8 +58,8 @@ class TreeSampler:
         self.peak_rss = 0
         self.peak_pss = 0
         self.samples = 0
-        self.per_process: dict[str, int] = {}  # label -> peak RSS bytes
-        self.mapping_model: set[str] = set()
+        self.per_process: dict[int, int] = {}  # pid -> peak RSS bytes
+        self.mapping_model: set[int] = set()  # pids
         self.loads: list[float] = []  # the machine's 1-minute load average at every sample
         self._labels: dict[int, str] = {}
         self._stop = threading.Event()
@@ -74,14 +74,20 @@ class TreeSampler:
         self._thread.join(timeout=30)
 
     def _label(self, p: psutil.Process) -> str:
-        if p.pid not in self._labels:
-            try:
-                cmd = " ".join(p.cmdline())
-                name = p.environ().get("SWARM_NAME") if "agent run" in cmd else None
-            except psutil.Error:
-                cmd, name = "", None
-            self._labels[p.pid] = name or ("llm-server" if "serve-llm" in cmd else f"pid-{p.pid}")
-        return self._labels[p.pid]
+        # A label is kept only once the process shows what it is: sampled between fork and exec, a
+        # child still has its parent's command line (CI once named the model server "pid-N" so).
+        if p.pid in self._labels:
+            return self._labels[p.pid]
+        try:
+            cmd = " ".join(p.cmdline())
+            name = p.environ().get("SWARM_NAME") if "agent run" in cmd else None
+        except psutil.Error:
+            cmd, name = "", None
+        label = name or ("llm-server" if "serve-llm" in cmd else None)
+        if label is None:
+            return f"pid-{p.pid}"
+        self._labels[p.pid] = label
+        return label
 
     def _maps_model(self, pid: int) -> bool:
         try:
@@ -97,12 +103,12 @@ class TreeSampler:
                 mem = p.memory_full_info()
             except psutil.Error:
                 continue
-            label = self._label(p)
+            self._label(p)
             rss += mem.rss
             pss += getattr(mem, "pss", 0)
-            self.per_process[label] = max(self.per_process.get(label, 0), mem.rss)
-            if self.model_file and label not in self.mapping_model and self._maps_model(p.pid):
-                self.mapping_model.add(label)
+            self.per_process[p.pid] = max(self.per_process.get(p.pid, 0), mem.rss)
+            if self.model_file and p.pid not in self.mapping_model and self._maps_model(p.pid):
+                self.mapping_model.add(p.pid)
         self.peak_rss = max(self.peak_rss, rss)
         self.peak_pss = max(self.peak_pss, pss)
         self.samples += 1
@@ -115,9 +121,13 @@ class TreeSampler:
 
     def result(self) -> dict[str, Any]:
         mb = lambda b: round(b / 2**20, 1)  # noqa: E731
+        name = lambda pid: self._labels.get(pid, f"pid-{pid}")  # noqa: E731
+        per: dict[str, int] = {}
+        for pid, peak in self.per_process.items():
+            per[name(pid)] = max(per.get(name(pid), 0), peak)
         return {"peak_rss_mb": mb(self.peak_rss), "peak_pss_mb": mb(self.peak_pss), "samples": self.samples,
-                "per_process_peak_rss_mb": {k: mb(v) for k, v in sorted(self.per_process.items())},
-                "processes_mapping_model": sorted(self.mapping_model),
+                "per_process_peak_rss_mb": {k: mb(v) for k, v in sorted(per.items())},
+                "processes_mapping_model": sorted({name(pid) for pid in self.mapping_model}),
                 "load_1min_min_median_max": [round(min(self.loads), 2), round(statistics.median(self.loads), 2),
                                              round(max(self.loads), 2)] if self.loads else None}
 
