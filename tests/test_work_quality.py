@@ -686,3 +686,48 @@ def test_an_english_result_loses_the_chinese_a_small_model_slipped_into_it():
 
     assert without_stray_script("- Plan what to do in case of a fire, a坍 (10 GBP).\n- Visit 金閣寺 Kinkaku-ji.") == (
         "- Plan what to do in case of a fire, a (10 GBP).\n- Visit Kinkaku-ji.")
+
+
+def test_the_last_try_publishes_figures_that_break_the_budget_without_them():
+    """Bristol, 2026-12-05: the last try's six permits at 814 EUR each (4,884 of a 1,000 budget)
+    were published, and the reader held the plan's own total against it. A last try whose costs
+    are not to be believed keeps its actions and dates, not its amounts; a sane one keeps all."""
+    from agent.core import facts as fx
+
+    g = goal(U, scorers=3, quorum=2, brief=True, max_depth=1)
+    top = proposal(D1, g.id, ["Book the venue", "Order the food", "Buy gift bags", "Send invitations"], wall=10)
+    evs = [g, brief(U, g.id, place="Manchester", currency="GBP", budget="400 GBP"), top]
+    evs += [precommit(s, g.id, top.id, wall=20 + i) for i, s in enumerate(S[:2])]
+    tree = derive(fold(evs), T0 + 1000)
+    food = tree.node(f"{top.id}/1")
+    c = claim(E1, food.id, wall=30, lease_ms=5000)
+
+    def last_try(lines):
+        return work.best_of(tree, food, result(E1, food.id, c.id, wall=35, output="\n".join(lines)).body, None,
+                            synthesis=False)
+
+    copied = [f"- {a} (80 GBP; 2027-04-0{i})." for i, a in
+              enumerate(("Order sandwiches from Greggs", "Order a cake", "Buy crisps", "Buy drinks"), 1)]
+    assert work.untrusted_costs(tree, food, "\n".join(copied)).startswith("one amount (80 GBP)")
+    out = last_try(copied).output
+    assert "GBP" not in out and out.splitlines()[0] == "- Order sandwiches from Greggs (2027-04-01)."
+    dear = ["- Hire a caterer for 20 guests (450 GBP; 2027-04-02).", "- Buy drinks at Tesco (30 GBP)."]
+    assert "over the budget of 400 GBP" in work.untrusted_costs(tree, food, "\n".join(dear))
+    assert last_try(dear).output == "- Hire a caterer for 20 guests (2027-04-02).\n- Buy drinks at Tesco."
+    stretched = ["- Hire a caterer for 20 guests (350 GBP; 2027-04-02)."]  # in budget, 3.5 times its share
+    assert "3 times this step's share of the budget (100 GBP)" in work.untrusted_costs(tree, food, stretched[0])
+    assert any("3 times this step" in p for p in work.result_checks(tree, food, stretched[0], synthesis=False))
+    sane = ["- Order 20 sandwich platters from Greggs (60 GBP; 2027-04-02).", "- Buy drinks at Tesco (30 GBP)."]
+    assert work.untrusted_costs(tree, food, "\n".join(sane)) is None
+    assert last_try(sane).output == "\n".join(sane)
+    assert fx.costs_of(last_try(dear).output, fx.brief_facts({"currency": "GBP", "budget": "400 GBP"})) == 0
+
+
+def test_a_street_party_in_bristol_is_budgeted_in_pounds():
+    """Bristol was kept out of the gazetteer as a word: its street party's brief stayed in EUR."""
+    from agent.core import facts
+
+    goal = "Organise a neighbourhood street party in Bristol for 80 residents in July"
+    assert facts.local_currency(goal) == "GBP"
+    b = facts.normalized_brief({"budget": "1000 EUR", "currency": "EUR"}, goal, "2026-12-05")
+    assert b["currency"] == "GBP" and b["budget"] == "1,000 GBP"

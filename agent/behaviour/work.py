@@ -444,14 +444,9 @@ def result_checks(tree: Tree, node: NodeView, output: str, *, synthesis: bool) -
     parent = tree.node(node.parent) if node.parent else None
     siblings = [(c.title, child_answer(c)) for c in (parent.children if parent else []) if c.id != node.id]
     repeat = repeat_problem(tree, node, output)
-    money = step_budget(tree, node)
-    if money is not None:
-        budget, spent, _share = money
-        mine = fx.costs_of(output, facts)
-        if mine > 0 and spent + mine > 1.1 * budget:
-            cur = facts.currency
-            out.append(f"its costs ({mine:,.0f} {cur}) take the plan to {spent + mine:,.0f} {cur}, over the "
-                       f"budget of {budget:,.0f} {cur}: choose cheaper options")
+    dear = budget_problem(tree, node, output)
+    if dear:
+        out.append(dear)
     late = outside_plan_dates(tree, node, output)
     if late:
         out.append(late)
@@ -563,9 +558,49 @@ def best_of(tree: Tree, node: NodeView, last: Result, earlier: "CheckedOut | Non
     and more, measured: a home office's second try dated its steps 2027-12-05 to 2027-02-02),
     carrying every try's tokens."""
     if earlier is None or len(result_checks(tree, node, last.output, synthesis=synthesis)) <= earlier.problems:
-        return last
-    return earlier.result.model_copy(update={"prompt_tokens": last.prompt_tokens,
-                                             "completion_tokens": last.completion_tokens})
+        chosen = last
+    else:
+        chosen = earlier.result.model_copy(update={"prompt_tokens": last.prompt_tokens,
+                                                   "completion_tokens": last.completion_tokens})
+    if not synthesis and untrusted_costs(tree, node, chosen.output):
+        chosen = chosen.model_copy(update={"output": fx.without_costs(chosen.output)})
+    return chosen
+
+
+SHARE_STRETCH = 3.0  # a step may cost this many times its even share (a venue costs more than invitations)
+
+
+def untrusted_costs(tree: Tree, node: NodeView, output: str) -> str | None:
+    """Why a leaf's figures are not to be published, if they are not: the plan goes past its
+    budget with them, the step costs far more than its share, or one amount is copied onto
+    most actions. The last try publishes such a result without its amounts (``best_of``):
+    readers held wrong figures against a plan more than none (docs/quality.md)."""
+    facts = brief_facts(tree, node)
+    if not facts.currency:
+        return None
+    same = fx.uniform_cost(output, facts)
+    if same is not None:
+        return f"one amount ({same:,.0f} {facts.currency}) on most actions"
+    return budget_problem(tree, node, output)
+
+
+def budget_problem(tree: Tree, node: NodeView, output: str) -> str | None:
+    """A leaf's costs that take the plan past its budget, or the step far past its share (the
+    plan's other leaves may be running at the same time, so what is spent so far does not
+    show what they will spend)."""
+    money = step_budget(tree, node)
+    if money is None:
+        return None
+    budget, spent, share = money
+    cur = brief_facts(tree, node).currency
+    mine = fx.costs_of(output, brief_facts(tree, node))
+    if mine > 0 and spent + mine > 1.1 * budget:
+        return (f"its costs ({mine:,.0f} {cur}) take the plan to {spent + mine:,.0f} {cur}, over the "
+                f"budget of {budget:,.0f} {cur}: choose cheaper options")
+    if mine > SHARE_STRETCH * share:
+        return (f"its costs ({mine:,.0f} {cur}) are over {SHARE_STRETCH:g} times this step's share of the "
+                f"budget ({share:,.0f} {cur}): choose cheaper options")
+    return None
 
 
 # ============================================================== review

@@ -223,6 +223,22 @@ def uniform_cost(text: str, facts: "BriefFacts") -> float | None:
     return float(top) if n >= 3 and 2 * n > len(priced) else None
 
 
+def without_costs(text: str) -> str:
+    """A result with the amounts taken out of its actions' trailing "(cost; when)", the dates
+    kept: a plan's figures that a reader finds wrong (past the budget, one figure copied onto
+    every action) were held against it more than no figures at all (five blind readings on
+    2026-12-05 preferred the single call's plan, without a price in it, every time)."""
+    out = []
+    for ln in str(text).splitlines():
+        m = _TRAILING.search(ln)
+        if m and money_in(m.group(1)):
+            kept = [p.strip() for p in m.group(1).split(";") if p.strip() and not money_in(p)]
+            dot = "." if m.group(0).rstrip().endswith(".") else ""
+            ln = ln[:m.start()].rstrip() + (f" ({'; '.join(kept)})" if kept else "") + dot
+        out.append(ln)
+    return "\n".join(out)
+
+
 def brief_facts(brief: Mapping[str, str] | None, goal: str = "") -> BriefFacts:
     from agent.core.places import gazetteer
 

@@ -15,7 +15,7 @@ MIN_POPULATION = 150_000  # smaller towns share too many names with words and wi
 # names that are also common English words or first names: never read as places
 _NOT_PLACES = frozenset("""
 nice split reading bath mobile victoria lincoln jackson orange march may june august sale ash
-hope union independence concord commerce bristol deal mission normal""".split())
+hope union independence concord commerce deal mission normal""".split())
 
 
 # World-famous sights that small models put into the wrong country's plan; named as a whole.
