@@ -272,3 +272,15 @@ def test_a_plan_whose_own_figures_contradict_it_scores_below_the_same_plan_witho
     assert good["over_budget"] is None and good["contradictions"] == 0
     assert bad["over_budget"] == 2.18 and bad["contradictions"] >= 2
     assert bad["quality"] < 0.6 * good["quality"]
+
+
+def test_a_step_whose_own_work_is_dated_before_an_earlier_steps_is_a_contradiction():
+    # Bristol, 2026-12-05: the party hosted on 07-14, its set-up step dated 07-19 to 07-31
+    party = EvalGoal("party", "event", "Organise a street party in Bristol for 80 residents in July", "", {})
+    steps = [("Set up", "- Set up 20 tables on Elm Street (2027-07-19).\n- Hang bunting (2027-07-22)."),
+             ("Hold the party", "- Book a DJ from Bristol Sounds (2027-07-02).\n- Host the party (2027-07-14).")]
+    assert m(doc(party, steps), party)["contradictions"] == 1
+    ordered = [steps[0], ("Hold the party", "- Book a DJ from Bristol Sounds (2027-07-02).\n"
+                                             "- Host the party (2027-07-24).")]
+    assert m(doc(party, ordered), party)["contradictions"] == 0  # booking ahead is not out of order
+    assert m(doc(party, steps), party)["quality"] < m(doc(party, ordered), party)["quality"]

@@ -5,6 +5,7 @@ branches, children's results)."""
 from __future__ import annotations
 
 import pytest
+from datetime import date
 
 from agent.behaviour import work
 from agent.core.plan import fold
@@ -731,3 +732,24 @@ def test_a_street_party_in_bristol_is_budgeted_in_pounds():
     assert facts.local_currency(goal) == "GBP"
     b = facts.normalized_brief({"budget": "1000 EUR", "currency": "EUR"}, goal, "2026-12-05")
     assert b["currency"] == "GBP" and b["budget"] == "1,000 GBP"
+
+
+def test_an_action_dated_before_its_steps_part_of_the_schedule_goes_back_unless_done_ahead():
+    """Bristol, 2026-12-05: "Host the party (2027-07-14)" in the fourth of five steps of a plan
+    from 07-11 to 07-31, after a set-up step dated 07-19 to 07-31. Booking ahead stays allowed,
+    and so does a part's length of slack (the parts are an even split, not the steps' lengths)."""
+    g = goal(U, scorers=3, quorum=2, brief=True, max_depth=1)
+    top = proposal(D1, g.id, ["Choose the street", "Promote it", "Set up", "Hold the party", "Clear up"], wall=10)
+    evs = [g, brief(U, g.id, place="Bristol", currency="GBP", budget="1000 GBP", dates="2027-07-11 to 2027-07-31"),
+           top]
+    evs += [precommit(s, g.id, top.id, wall=20 + i) for i, s in enumerate(S[:2])]
+    tree = derive(fold(evs), T0 + 1000)
+    party = tree.node(f"{top.id}/3")
+    assert work.step_window(tree, party) == (date(2027, 7, 23), date(2027, 7, 26))
+    early = "- Book 80 chairs from HSS Hire (2027-07-11).\n- Host the party on Elm Street (2027-07-14)."
+    (why,) = [p for p in work.result_checks(tree, party, early, synthesis=False) if "before this step's part" in p]
+    assert why.startswith("'Host the party on Elm Street (2027-07-14).' is dated 2027-07-14")
+    fine = "- Book 80 chairs from HSS Hire (2027-07-11).\n- Host the party on Elm Street (2027-07-24)."
+    assert work.early_in_its_step(tree, party, fine) is None
+    assert work.early_in_its_step(tree, party, "- Close the road to cars (2027-07-19).") is None  # within the slack
+    assert work.early_in_its_step(tree, party, "- Close the road to cars (2027-07-18).") is not None

@@ -475,6 +475,26 @@ def outside_plan_dates(tree: Tree, node: NodeView, output: str) -> str | None:
         past = [d for d in dates if d.isoformat() < today]
         if past:
             return f"dated {past[0].isoformat()}, before today ({today}): date every action from today on"
+    return early_in_its_step(tree, node, output)
+
+
+def early_in_its_step(tree: Tree, node: NodeView, output: str) -> str | None:
+    """An action of this step dated before the step's part of the schedule that is not work
+    done ahead, by more than a part's length (measured, Bristol: "Host the party (2027-07-14)"
+    in the fourth of five steps of a plan from 07-11 to 07-31, after the set-up step's 07-19 to
+    07-31: the party before its own set-up). The slack is one part because the parts are only an
+    even split of the brief's dates: the steps' real lengths differ."""
+    win = step_window(tree, node)
+    if win is None:
+        return None
+    first = win[0] - _dt.timedelta(days=max(1, (win[1] - win[0]).days + 1))
+    for ln in output.splitlines():
+        act = ln.strip().lstrip("-*• ").strip()
+        early = [d for d in fx.dates_done(act) if d < first]
+        if early:
+            return (f"'{act[:60]}' is dated {early[0].isoformat()}, before this step's part of the schedule "
+                    f"({win[0].isoformat()} to {win[1].isoformat()}): only what is booked, bought or prepared "
+                    "ahead comes before it")
     return None
 
 

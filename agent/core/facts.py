@@ -223,6 +223,21 @@ def uniform_cost(text: str, facts: "BriefFacts") -> float | None:
     return float(top) if n >= 3 and 2 * n > len(priced) else None
 
 
+# what a step may date before its part of the schedule: work done ahead of it (the step prompt
+# says so: "what must be booked, bought or prepared ahead is dated before it")
+_AHEAD = re.compile(r"^(?:(?:first|then|also) )?(?:book|buy|order|reserve|rent|hire|pay|apply|register|get|"
+                    r"obtain|secure|recruit|invite|send|print|design|create|make|prepare|arrange|confirm|"
+                    r"contact|research|choose|select|plan|draft|write|set up an?|sign|check|compare|collect)\b",
+                    re.IGNORECASE)
+
+
+def dates_done(action: str) -> list["_dt.date"]:
+    """The dates of an action that is done on them, not ahead of them (booking, buying,
+    preparing ...: ``_AHEAD``): when the step itself happens."""
+    act = action.strip().lstrip("-*• ").strip()
+    return [] if not act or _AHEAD.match(act) else calendar_dates(act)
+
+
 def without_costs(text: str) -> str:
     """A result with the amounts taken out of its actions' trailing "(cost; when)", the dates
     kept: a plan's figures that a reader finds wrong (past the budget, one figure copied onto

@@ -172,7 +172,7 @@ def plan_metrics(doc: PlanDoc, *, description: str = "",
     spent = sum(fx.costs_of(st.text, own) for st in steps) if cur and budget else 0.0
     over_budget = round(spent / budget, 3) if budget and spent > 1.1 * budget else None
     contradictions = sum(1 for _t, text in units if fx.wrong_weekdays(text)) + sum(
-        1 for a, b in _ISO_RANGE.findall(all_text) if b < a)
+        1 for a, b in _ISO_RANGE.findall(all_text) if b < a) + order_breaks(steps)
     m: dict[str, Any] = {
         "steps": len(steps),
         "words": words,
@@ -199,6 +199,22 @@ def plan_metrics(doc: PlanDoc, *, description: str = "",
     }
     m["quality"] = quality(m)
     return m
+
+
+def order_breaks(steps: Sequence[Any]) -> int:
+    """Steps whose own work (``facts.dates_done``: not what is booked or bought ahead) is all
+    dated before an earlier step's own work begins: a plan's order contradicted by its dates
+    (Bristol, 2026-12-05: the party hosted on 07-14, its set-up step dated 07-19 to 07-31; the
+    blind reader put it first among the plan's faults)."""
+    spans = []
+    for st in steps:
+        days = [d for a in actions_of(st.text) for d in fx.dates_done(a)]
+        spans.append((min(days), max(days)) if days else None)
+    breaks = 0
+    for j, sj in enumerate(spans):
+        if sj and any(si and sj[1] < si[0] for si in spans[:j]):
+            breaks += 1
+    return breaks
 
 
 def quality(m: Mapping[str, Any]) -> float:
