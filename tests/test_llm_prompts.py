@@ -274,6 +274,8 @@ def test_an_outline_under_one_heading_gives_the_sections_under_it():
     assert [s["title"] for s in subs] == ["Planning the Event", "Event Organization", "Race Day Execution",
                                           "Post-Race Activities"]
     assert "Roundhay Park" in subs[0]["description"]
+    # its sections are done in order: each follows the one before (so it is written seeing it)
+    assert [s["after"] for s in subs] == [(), (1,), (2,), (3,)]
 
 
 def test_headings_that_frame_the_plan_are_not_its_parts():

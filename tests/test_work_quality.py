@@ -12,7 +12,7 @@ from agent.core.plan import fold
 from agent.core.tree import derive
 from agent.llm import prompts
 from agent.llm.base import LLMBadOutput
-from builders import BRIEF, T0, brief, claim, goal, ident, precommit, proposal, result
+from builders import BRIEF, T0, brief, claim, goal, ident, precommit, proposal, result, review
 
 U, D1 = ident("user"), ident("d1")
 S = [ident(f"s{i}") for i in range(3)]
@@ -753,3 +753,90 @@ def test_an_action_dated_before_its_steps_part_of_the_schedule_goes_back_unless_
     assert work.early_in_its_step(tree, party, fine) is None
     assert work.early_in_its_step(tree, party, "- Close the road to cars (2027-07-19).") is None  # within the slack
     assert work.early_in_its_step(tree, party, "- Close the road to cars (2027-07-18).") is not None
+
+
+def test_an_ordered_split_is_written_step_by_step_each_seeing_the_one_before():
+    """Steps written side by side (Bristol: the venue researched in three of them, the party
+    before its set-up): an outline's steps follow each other, so the second waits for the
+    first and is asked seeing its result, and what the first already does is dropped."""
+    g = goal(U, scorers=3, quorum=2, brief=True, max_depth=1)
+    top = proposal(D1, g.id, ["Choose the street", "Set up", "Hold the party"], wall=10, strategy="outline",
+                   after={2: (1,), 3: (2,)})
+    evs = [g, brief(U, g.id, place="Bristol", currency="GBP", budget="1000 GBP", dates="2027-07-01 to 2027-07-30"),
+           top]
+    evs += [precommit(s, g.id, top.id, wall=20 + i) for i, s in enumerate(S[:2])]
+    first, second = f"{top.id}/0", f"{top.id}/1"
+    tree = derive(fold(evs), T0 + 1000)
+    assert [tree.node(f"{top.id}/{i}").state.value for i in range(3)] == ["ready", "waiting", "waiting"]
+    c = claim(E1, first, wall=30, lease_ms=5000)
+    done = "- Close Elm Street to cars with a Bristol City Council road closure (2027-07-05).\n- Book 20 tables (2027-07-06)."
+    evs += [c, result(E1, first, c.id, wall=35, output=done)]
+    evs += [ev for s in S[:2] for ev in [review(s, first, evs[-1].id, wall=40)]]
+    tree = derive(fold(evs), T0 + 2000)
+    assert tree.node(second).state.value == "ready"
+    req = work.execute_req(tree, tree.node(second), 1)
+    assert "Done before this step (use it, do not repeat it): Choose the street: - Close Elm Street" in req.prompt
+    again = "- Book 20 tables (2027-07-06).\n- Hang bunting on Elm Street (2027-07-12).\n- Set out 80 chairs (2027-07-12)."
+    out = work.result_from({"actions": [{"do": a[2:a.index(" (")], "cost": "", "when": a[a.index("(") + 1:-2]}
+                                        for a in again.splitlines()]}, tree, tree.node(second), c.id, strict=False)
+    assert "Book 20 tables" not in out.output and "Hang bunting" in out.output
+
+
+def test_an_event_of_a_stated_length_is_got_ready_for_before_it():
+    """Glasgow, 2026-12-05: a "two-day book fair ... in October" got the brief 30-31 October,
+    so its authors were invited and its feedback gathered on the fair's own two days."""
+    from agent.core import facts
+
+    fair = "Organise a two-day book fair in Glasgow for 12 local authors in October"
+    b = facts.normalized_brief({"duration": "2 days", "dates": "2027-10-30 to 2027-10-31"}, fair, "2026-12-05")
+    assert b["dates"] == "2027-09-18 to 2027-10-31"  # six weeks to get ready, then the two days
+    assert b["duration"] == "6 weeks to get ready, then the event (2 days)"
+    assert facts.brief_problems(b, fair, "2026-12-05") == [] and facts.normalized_brief(b, fair, "2026-12-05") == b
+    # a one-day event whose brief says only its day; a brief that says the time to get ready is kept
+    party = "Organise a neighbourhood street party in Bristol for 80 residents in July"
+    assert facts.normalized_brief({"duration": "1 day"}, party, "2026-12-05")["dates"] == "2027-06-20 to 2027-07-31"
+    assert facts.normalized_brief({"duration": "3 weeks"}, party, "2026-12-05")["dates"] == "2027-07-11 to 2027-07-31"
+    # a journey of a stated length is the length itself
+    trip = facts.normalized_brief({"duration": "3 days"}, "Plan a three-day school trip to Edinburgh in June",
+                                  "2026-12-05")
+    assert trip["duration"] == "3 days" and trip["dates"] == "2027-06-01 to 2027-06-03"
+    assert facts.brief_problems({"duration": "1 day"}, fair) != []  # shorter than the event itself
+
+
+def test_a_summary_gives_of_money_only_the_total_the_steps_add_up_to():
+    """Glasgow, 2026-12-05: the summary's "100 GBP for post-event follow-up" (that step cost 450)
+    and items adding up to 1,700 of a listed 2,100 GBP: the reader's first contradiction."""
+    from agent.core import facts as fx
+
+    f = fx.brief_facts({"budget": "3000 GBP", "currency": "GBP"}, "Organise a book fair in Glasgow in October")
+    kids = [("Book the venue", "- Hire the Mitchell Library hall for two days (1,200 GBP)."),
+            ("Follow up", "- Survey the visitors (100 GBP).\n- Print a report (350 GBP).")]
+    good = "The fair is at the Mitchell Library; the plan costs 1,650 GBP of the 3,000 GBP budget, 1,350 GBP left."
+    assert fx.stray_amounts(good, kids, f) == []
+    bad = "The fair is at the Mitchell Library, with 100 GBP for the follow-up; 1,650 GBP in all."
+    assert fx.stray_amounts(bad, kids, f) == ["100 GBP"]
+    assert any("names 100 GBP" in p for p in fx.synthesis_problems(bad, kids, f))
+    # the total is added up by code and given to the summary
+    req = prompts.synthesis_request(prompts.Frame("Organise a book fair in Glasgow in October"), path=[],
+                                    title="x", description="", children=kids,
+                                    total="1,650 GBP of the 3,000 GBP budget (1,350 GBP not allocated)")
+    assert "Total: 1,650 GBP of the 3,000 GBP budget" in req.prompt and "of money only the total" in req.prompt
+
+
+def test_a_split_of_the_work_beats_one_of_its_aftermath():
+    """Glasgow, 2026-12-05: "Author Outreach and Registration, Event Execution, Post-event
+    Follow-Up, Final Assessment and Reporting" won (no venue, no promotion)."""
+    from agent.core.scoring import wrap_up_extra
+
+    title = "Organise a two-day book fair in Glasgow for 12 local authors in October"
+    after = ["Author Outreach and Registration", "Event Execution", "Post-event Follow-Up",
+             "Final Assessment and Reporting"]
+    work_split = ["Author Outreach and Registration", "Venue and Stalls", "Event Execution",
+                  "Post-event Follow-Up"]
+    assert wrap_up_extra(after) == 1 and wrap_up_extra(work_split) == 0
+    assert wrap_up_extra(["Set up", "Run the fair", "Evaluation and Feedback"]) == 0  # one is part of a plan
+    essential = ["Invite 12 authors", "Run the book fair"]  # both splits take these up
+    v_after, v_work = work.rank_splits(title, [[{"title": t, "description": ""} for t in s]
+                                               for s in (after, work_split)], essential)
+    assert v_work.rank == 1 and v_after.rank == 2
+    assert "2 steps come after the work is done" in v_after.feedback

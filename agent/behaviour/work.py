@@ -20,6 +20,7 @@ from agent.core.scoring import (
     check_split,
     chore_count,
     combine_criteria,
+    wrap_up_extra,
     covers,
     cross_branch_feedback,
     result_problem,
@@ -292,7 +293,7 @@ def rank_splits(title: str, splits: Sequence[Sequence[dict]], essential: Sequenc
         wrong = fx.foreign_places(text, facts) + fx.wrong_currency(text, facts)
         concrete = sum(fx.concrete_marks(f"{t}. {d}") for t, d in zip(titles, descs)) / max(1, len(titles))
         v = combine_criteria(checks, chores=chore_count(titles), essential=essential, said=said,
-                             wrong=wrong, concrete=concrete)
+                             wrong=wrong, concrete=concrete, wrap_up=wrap_up_extra(titles))
         extra = [f for f in cross_branch_feedback(titles, elsewhere) if f[:30] not in v.feedback]
         if extra:
             v = v.with_feedback("; ".join([*extra[:1], v.feedback])[:400].strip("; "))
@@ -409,10 +410,12 @@ def synthesis_req(tree: Tree, node: NodeView, seed: int | None) -> LLMRequest:
     """The synthesis task of a split node whose children are all done: every child's result
     in full."""
     previous, feedback = _earlier_attempt(node)
+    children = [(c.title, child_answer(c)) for c in node.children]
+    costs = fx.cost_lines(children, brief_facts(tree, node))
     return P.synthesis_request(
         frame(tree, node), path=_above(tree, node), title=node.title, description=node.description,
-        children=[(c.title, child_answer(c)) for c in node.children], previous=previous,
-        feedback=feedback, seed=seed,
+        children=children, previous=previous, feedback=feedback, seed=seed,
+        total=costs[-1].removeprefix("- Total: ") if costs else "",
     )
 
 

@@ -454,6 +454,26 @@ def seasonal_start(goal: str, today: "_dt.date") -> "_dt.date | None":
     return _dt.date(today.year if first > today.month else today.year + 1, first, 1)
 
 
+LEAD_DAYS = 42  # the time an event is got ready in, when the goal states only the event's own length
+
+
+def prepared_event(goal: str) -> bool:
+    """An event the plan gets ready for, in a month the goal names (organise, host, hold ...
+    a run, a fair, a party in May; not a journey or a garden): its work runs up to the event."""
+    return bool(months_in(goal)) and bool(_PREPARES.search(goal)) and not _JOURNEY.search(goal)
+
+
+def event_days(goal: str, length: int | None) -> int | None:
+    """The event's own length, when that is all the goal or the brief states: a "two-day book
+    fair" (measured: its brief ran 30-31 October, so the authors were invited on the opening
+    day), or a length of a few days for a one-off event. None when the length is the time to
+    get ready in."""
+    said = duration_days(goal)
+    if said:
+        return said
+    return length if length and length <= 3 else None
+
+
 def settled_dates(dates: str, length: int | None, today: str, goal: str = "") -> str:
     """The brief's dates as one ISO range the whole plan can divide: from the start it names
     (never before ``today``, the day the goal was set; the first of a month the goal names if
@@ -471,9 +491,12 @@ def settled_dates(dates: str, length: int | None, today: str, goal: str = "") ->
         if named:
             start = _dt.date(named[0][0], named[0][1], 1)
     months = [m for _y, m in months_in(goal)]
-    if months and t is not None and _PREPARES.search(goal) and not _JOURNEY.search(goal):
+    if months and t is not None and prepared_event(goal):
         # an event to get ready for ("a charity run next May"): the work runs up to its month,
         # not from it (qwen2.5-1.5b's plan set the venue up in June for a run on May 30th)
+        event = event_days(goal, length)
+        if event:
+            length = LEAD_DAYS + event
         year = t.year if months[0] >= t.month else t.year + 1
         end = (_dt.date(year + (months[0] == 12), months[0] % 12 + 1, 1) - _dt.timedelta(days=1))
         day = _ON_WEEKDAY.search(goal)
@@ -517,7 +540,13 @@ def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> di
     out = {k: ("" if tx.placeholders(str(v)) else v) for k, v in brief.items()}
     said = duration_days(goal)
     mine = duration_days(out.get("duration", ""))
-    if said and (not mine or not 0.7 * said <= mine <= 1.3 * said):
+    event = event_days(goal, mine) if prepared_event(goal) else None
+    if event:
+        # the plan's length is the time to get ready plus the event: the event's own days
+        # alone put every step of the work on them
+        out["duration"] = (f"{LEAD_DAYS // 7} weeks to get ready, then the event "
+                           + (f"({event} days)" if event > 1 else "(one day)"))
+    elif said and (not mine or not 0.7 * said <= mine <= 1.3 * said):
         out["duration"] = f"{said} days"
     if today:
         settled = settled_dates(out.get("dates", ""), duration_days(out.get("duration", "")) or said,
@@ -572,7 +601,7 @@ def brief_problems(brief: Mapping[str, str], goal: str, today: str = "") -> list
     problems = []
     said = duration_days(goal)
     mine = duration_days(brief.get("duration", ""))
-    if said and mine and not (0.7 * said <= mine <= 1.3 * said):
+    if said and mine and not (0.7 * said <= mine <= 1.3 * said) and not (prepared_event(goal) and mine > said):
         problems.append(f"duration '{brief.get('duration')}' is not the goal's {said} days")
     goal_money = money_in(goal)
     code = (brief.get("currency") or "").upper()
@@ -895,10 +924,30 @@ def synthesis_problems(text: str, children: Sequence[tuple[str, str]], facts: Br
     cur = wrong_currency(text, facts)
     if cur:
         problems.append(f"amounts in {', '.join(cur)}; the brief's currency is {facts.currency}")
+    stray = stray_amounts(text, children, facts)
+    if stray:
+        problems.append(f"names {', '.join(stray[:3])}, which is neither a step's cost, the plan's total nor "
+                        "the budget: of money, give only the total")
     dates = off_dates(text, facts)
     if dates:
         problems.append(f"dates in {', '.join(dates[:3])}, outside the brief's dates")
     return problems
+
+
+def stray_amounts(text: str, children: Sequence[tuple[str, str]], facts: BriefFacts) -> list[str]:
+    """Amounts in a summary that are neither the budget, the children's total nor one child's
+    costs (measured, Glasgow: "100 GBP for post-event follow-up", a step of 450 GBP, and items
+    adding up to 1,700 of a listed 2,100: the reader caught the contradiction first)."""
+    if not facts.currency:
+        return []
+    steps = [costs_of(r, facts) for _t, r in children]
+    left = abs((facts.budget or 0.0) - sum(steps)) if facts.budget else 0.0  # "900 GBP not allocated"
+    ok = [a for a in [facts.budget or 0.0, sum(steps), left, *steps] if a > 0]
+    out = []
+    for amount, codes in money_in(text):
+        if facts.currency in codes and not any(abs(amount - a) <= max(1.0, 0.01 * a) for a in ok):
+            out.append(f"{amount:,.0f} {facts.currency}")
+    return list(dict.fromkeys(out))
 
 
 def _mentions(stems: frozenset[str], title: str, result: str) -> bool:

@@ -153,6 +153,25 @@ def chore_count(titles: Sequence[str]) -> int:
     return sum(1 for t in titles if CHORE.match(t.strip()))
 
 
+# Steps after the work is done. One is part of a plan. More is a plan of its aftermath: the
+# Glasgow book fair's winning split was "Author Outreach, Event Execution, Post-event
+# Follow-Up, Final Assessment and Reporting", with no venue and no promotion (measured, 2026-12-05;
+# a blind reader gave its coverage 1 of 5).
+WRAP_UP = re.compile(
+    r"\b(?:post[- ]?(?:event|party|race|fair|trip|workshop|project|launch)|follow[- ]?ups?|wrap[- ]?up|"
+    r"debrief\w*|lessons learned|(?:final )?(?:assessment|evaluation|reporting|report|documentation)|"
+    r"finali[sz](?:e|ing) and document|feedback|close[- ]?out|aftermath|thank[- ]?you)\b",
+    re.IGNORECASE,
+)
+
+
+def wrap_up_extra(titles: Sequence[str]) -> int:
+    """Steps after the work beyond the first, leaving out those already counted as chores."""
+    after = [t for t in titles if WRAP_UP.search(t)]
+    not_chores = [t for t in after if not CHORE.match(t.strip())]
+    return min(len(not_chores), max(0, len(after) - 1))
+
+
 # Verbs that say how work is done, not which work: "Book a hotel" is covered by a step about
 # the hotel, whatever its verb ("Stay at a ryokan hotel in Kyoto").
 _WORK_VERBS = frozenset(tx.stem(w) for w in (
@@ -177,7 +196,7 @@ def covers(item: str, said: frozenset[str]) -> bool:
 
 
 def combine_criteria(checks: Checks, *, chores: int, essential: Sequence[str], said: frozenset[str],
-                     wrong: Sequence[str] = (), concrete: float = 0.0) -> Verdict:
+                     wrong: Sequence[str] = (), concrete: float = 0.0, wrap_up: int = 0) -> Verdict:
     """A split's verdict from the checks and a scorer's criteria (the essential work of the
     node, ``essential``; empty: no usable criteria, the checks alone). ``said``: the split's
     stems (titles and descriptions); ``wrong``: facts in it that contradict the goal (places
@@ -186,7 +205,7 @@ def combine_criteria(checks: Checks, *, chores: int, essential: Sequence[str], s
     one that names the real work; what it leaves out is its feedback ("missing: ...")."""
     n = max(checks.n, 1)
     chore_share = chores / n
-    spec = 1 - checks.vague / n - 0.5 * checks.repeats_parent / n - 0.8 * chore_share
+    spec = 1 - checks.vague / n - 0.5 * checks.repeats_parent / n - 0.8 * chore_share - 0.8 * wrap_up / n
     # names and figures in a split's steps (a drafted plan's sections carry their items) are
     # what a reader can act on: the criteria are one small model's checklist, this is measured
     spec += 0.3 * min(1.0, concrete / 4) - 0.15 * min(3, len(wrong)) - 0.2
@@ -203,6 +222,8 @@ def combine_criteria(checks: Checks, *, chores: int, essential: Sequence[str], s
     parts = list(checks.notes[:3])
     if chores:
         parts.append(f"{chores} of {checks.n} steps are planning chores, not the work itself")
+    if wrap_up:
+        parts.append(f"{wrap_up + 1} steps come after the work is done (follow-up, reports): one is enough")
     if wrong:
         parts.append("wrong for this goal: " + ", ".join(wrong[:3]))
     miss = "; ".join(missing)[:300]

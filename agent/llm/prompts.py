@@ -400,8 +400,11 @@ def parse_outline(text: str, *, max_children: int) -> list[dict]:
         if not t or t.casefold() in seen:
             continue
         seen.add(t.casefold())
+        # sections come in the order they are done: each follows the one before, so its step
+        # is written seeing what the earlier steps chose (measured, Bristol, written side by
+        # side: the venue researched in three steps, the party hosted before its set-up)
         subgoals.append({"title": t, "description": _clean_text(desc, DESCRIPTION_MAX), "atomic": False,
-                         "after": ()})
+                         "after": (len(subgoals),) if subgoals else ()})
         if len(subgoals) == max_children:
             break
     if len(subgoals) < 2:
@@ -819,8 +822,11 @@ def synthesis_schema() -> dict:
     return schema_of(SynthesisAnswer)
 
 
+# amounts: the model restated single actions' costs as a step's ("100 GBP for post-event
+# follow-up", a step of 450 GBP; measured): the steps' own totals are listed under it by code
 SYNTHESIS_SUMMARY = ("summary: 3 to 5 sentences a person reads first: what the plan does and its key choices "
-                     "(names, dates, amounts), taking up every step in order; keep to the brief; no '...'.")
+                     "(names, dates), taking up every step in order; of money only the total; keep to the brief; "
+                     "no '...'.")
 SYNTHESIS_STEPS = "steps{of}, in order, with what each does:"
 # what a result must not say back (a small model echoes its instructions as content; measured:
 # a beach clean-up's summary "The 3 steps, in order, with what each does are as follows: 1. ...",
@@ -830,10 +836,11 @@ INSTRUCTIONS = (EXECUTE_INSTRUCTION, EXECUTE_RULES, SYNTHESIS_SUMMARY, SYNTHESIS
 
 def synthesis_request(frame: Frame, *, path: Sequence[str], title: str, description: str,
                       children: Iterable[tuple[str, str]], previous: str = "",
-                      feedback: Iterable[str] = (), seed: int | None = None) -> LLMRequest:
+                      feedback: Iterable[str] = (), seed: int | None = None, total: str = "") -> LLMRequest:
     """A node's answer from its children's (title, result) pairs, in split order, each in
     full: the summary a person reads first (the steps under it are listed by code,
-    ``parse_synthesis``). At the root it is the plan's answer."""
+    ``parse_synthesis``). At the root it is the plan's answer. ``total``: what the children
+    cost in all, added up by code ("2,100 GBP of the 3,000 GBP budget")."""
     children = [(str(t), str(a)) for t, a in children]
     if not children:
         raise ValueError("a synthesis needs the children's results")
@@ -849,6 +856,8 @@ def synthesis_request(frame: Frame, *, path: Sequence[str], title: str, descript
     lines.append(f"The {len(children)} " + SYNTHESIS_STEPS.format(of="" if root else " of this task"))
     for i, (t, a) in enumerate(children[:12], 1):
         lines.append(f"{i}. {_clip(t, 70)}:\n{_clip(a, per_child)}")
+    if total:
+        lines.append(f"Total: {total}")
     if previous:
         lines.append(f"An earlier answer was sent back: {_clip(previous, 300)}")
         if feedback:
