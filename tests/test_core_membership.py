@@ -347,12 +347,18 @@ def test_a_rate_per_author_and_what_is_exempt():
     # a second later: 10 more tokens
     got = [intake.offer(e, "peer", T0 + 1200).status for e in flood[20:]]
     assert got.count(Status.REJECTED) == 10
-    # relayed by another peer's sync: exempt (rate-limited where it was first taken); from the
-    # author's own sync it counts
+    # relayed by another peer's sync, it counts as much as from the author's own: a member
+    # relaying its other keys' floods passed any rate while relays were exempt
     relayed = [score(X, g.id, f"{i:064x}", wall=300 + i) for i in range(100, 130)]
-    assert all(intake.offer(e, "sync:someone", T0 + 1200).status is Status.PENDING for e in relayed)
+    assert all(intake.offer(e, "sync:someone", T0 + 1200).reason is Reason.RATE_LIMITED for e in relayed)
     own = [score(X, g.id, f"{i:064x}", wall=300 + i) for i in range(200, 205)]
     assert all(intake.offer(e, "sync:" + X.peer_id, T0 + 1200).reason is Reason.RATE_LIMITED for e in own)
+    # a refused event is taken when offered again once the bucket has filled
+    assert intake.offer(relayed[0], "sync:someone", T0 + 2200).status is Status.PENDING
+    # an event that came by gossip is a duplicate when sync relays it: not charged again
+    seen = score(E1, g.id, f"{999:064x}", wall=400)
+    assert intake.offer(seen, "peer", T0 + 2200).status is Status.PENDING
+    assert intake.offer(seen, "sync:someone", T0 + 2200).reason is Reason.DUPLICATE
     # claims have a bucket of their own on top (an executor works on one task at a time)
     claims = Intake(IntakeConfig(claim_rate=1, claim_burst=5))
     claims.offer(g, "peer", T0)

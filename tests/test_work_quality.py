@@ -840,3 +840,67 @@ def test_a_split_of_the_work_beats_one_of_its_aftermath():
                                                for s in (after, work_split)], essential)
     assert v_work.rank == 1 and v_after.rank == 2
     assert "2 steps come after the work is done" in v_after.feedback
+
+
+def test_a_split_of_an_event_must_hold_it_and_budgets_and_task_lists_are_chores():
+    """Cardiff, 2026-12-05: "Set the Date and Venue, Organise a Team, Prepare the Budget, Create
+    a Menu, Plan the Decorations, Assign Tasks" won over a split with "Running the Bake Sale"."""
+    from agent.core.scoring import chore_count, misses_the_event
+
+    goal_text = "Organise a one-day charity bake sale at a primary school in Cardiff in March"
+    prep = ["Set the Date and Venue", "Organise a Team", "Prepare the Budget", "Create a Menu",
+            "Plan the Decorations", "Assign Tasks"]
+    held = ["Set the Date and Venue", "Organise a Team", "Bake and Price the Cakes", "Running the Bake Sale",
+            "Count and Bank the Takings"]
+    assert misses_the_event(goal_text, prep) and not misses_the_event(goal_text, held)
+    assert not misses_the_event("Plan a trip to Lisbon in September", ["Flights", "Alfama"])  # not an event
+    assert chore_count(prep) == 2 and chore_count(held) == 0
+    essential = ["Bake cakes", "Recruit volunteers"]
+    v_prep, v_held = work.rank_splits(goal_text, [[{"title": t, "description": ""} for t in s] for s in (prep, held)],
+                                      essential)
+    assert v_held.rank == 1 and "missing: " in v_prep.feedback and "the event itself, on its day" in v_prep.feedback
+    # below the root, a part of the plan need not hold the event
+    (v_part,) = work.rank_splits("Create a Menu", [[{"title": "Choose cakes", "description": ""},
+                                                    {"title": "Buy flour", "description": ""}]], essential,
+                                 ancestors=[goal_text])
+    assert "event itself" not in v_part.feedback
+
+
+def test_an_action_priced_at_its_steps_share_goes_back_and_choosing_pays_nothing():
+    """Cardiff: "Choose a menu (167 GBP)", "Divide the tasks (167 GBP)": the prompt's share of
+    the budget copied onto actions."""
+    g = goal(U, scorers=3, quorum=2, brief=True, max_depth=1, max_children=6)
+    top = proposal(D1, g.id, ["Venue", "Menu", "Decorations", "Team", "Sale", "Banking"], wall=10)
+    evs = [g, brief(U, g.id, place="Cardiff", currency="GBP", budget="1002 GBP"), top]
+    evs += [precommit(s, g.id, top.id, wall=20 + i) for i, s in enumerate(S[:2])]
+    tree = derive(fold(evs), T0 + 1000)
+    menu = tree.node(f"{top.id}/1")
+    copied = "- Buy 10 kg of flour at Tesco (12 GBP).\n- Print 200 price labels at Ryman (167 GBP)."
+    assert work.step_budget(tree, menu) == (1002.0, 0.0, 167.0)
+    assert "at this step's share of the budget (167 GBP)" in work.budget_problem(tree, menu, copied)
+    assert work.untrusted_costs(tree, menu, copied) is not None
+    assert work.budget_problem(tree, menu, "- Buy 10 kg of flour at Tesco (12 GBP).") is None
+    out = prompts.parse_execution({"actions": [{"do": "Choose a menu of cupcakes and brownies", "cost": "167 GBP",
+                                                "when": ""},
+                                               {"do": "Select and book a DJ", "cost": "150 GBP", "when": ""},
+                                               {"do": "Buy flour at Tesco", "cost": "12 GBP", "when": ""}]},
+                                  currency="GBP")
+    assert "Choose a menu of cupcakes and brownies" in out and "167" not in out and "150 GBP" in out
+
+
+def test_the_briefs_constraints_keep_to_its_money_and_its_length():
+    """Cardiff: budget 1,000 GBP, "the budget will not exceed 1000 EUR", "The plan will not
+    exceed 5 days" in a brief of six weeks and a day."""
+    from agent.core import facts
+
+    goal_text = "Organise a one-day charity bake sale at a primary school in Cardiff in March"
+    b = facts.normalized_brief({"duration": "6 weeks", "budget": "1,000 EUR", "currency": "EUR",
+                                "constraints": "The plan will not exceed 5 days, the budget will not exceed "
+                                               "1000 EUR, and no alcohol is sold.",
+                                "done": "1000 EUR is raised for the school."}, goal_text, "2026-12-05")
+    assert b["constraints"] == "The budget will not exceed 1,000 GBP, and no alcohol is sold."
+    assert b["done"] == "1,000 GBP is raised for the school."
+    assert facts.normalized_brief(b, goal_text, "2026-12-05") == b
+    trip = facts.normalized_brief({"duration": "14 days", "constraints": "Stay 14 days; spend under 3000 EUR"},
+                                  "Plan a two-week trip to Japan", "2026-12-05")
+    assert trip["constraints"] == "Stay 14 days; spend under 3000 EUR"  # no currency set: kept as written

@@ -18,8 +18,10 @@ from agent.core.events import Brief, Proposal, Result, Subgoal
 from agent.core.scoring import (
     Verdict,
     check_split,
+    EVENT_ITSELF,
     chore_count,
     combine_criteria,
+    misses_the_event,
     wrap_up_extra,
     covers,
     cross_branch_feedback,
@@ -292,8 +294,9 @@ def rank_splits(title: str, splits: Sequence[Sequence[dict]], essential: Sequenc
         said = frozenset().union(*(words(f"{t} {d}") for t, d in zip(titles, descs)))
         wrong = fx.foreign_places(text, facts) + fx.wrong_currency(text, facts)
         concrete = sum(fx.concrete_marks(f"{t}. {d}") for t, d in zip(titles, descs)) / max(1, len(titles))
+        event = [EVENT_ITSELF] if not ancestors and misses_the_event(title, titles) else []
         v = combine_criteria(checks, chores=chore_count(titles), essential=essential, said=said,
-                             wrong=wrong, concrete=concrete, wrap_up=wrap_up_extra(titles))
+                             wrong=wrong, concrete=concrete, wrap_up=wrap_up_extra(titles), also_missing=event)
         extra = [f for f in cross_branch_feedback(titles, elsewhere) if f[:30] not in v.feedback]
         if extra:
             v = v.with_feedback("; ".join([*extra[:1], v.feedback])[:400].strip("; "))
@@ -615,8 +618,17 @@ def budget_problem(tree: Tree, node: NodeView, output: str) -> str | None:
     if money is None:
         return None
     budget, spent, share = money
-    cur = brief_facts(tree, node).currency
-    mine = fx.costs_of(output, brief_facts(tree, node))
+    facts = brief_facts(tree, node)
+    cur = facts.currency
+    mine = fx.costs_of(output, facts)
+    copied = [ln.strip(" -*•")[:50] for ln, c in zip([x for x in output.splitlines() if x.strip()],
+                                                     fx.action_costs(output, facts))
+              if share >= 10 and c > 0 and abs(c - share) <= 1]
+    if copied:
+        # the prompt's "This step's share of the budget: about 167 GBP" copied onto an action
+        # ("Choose a menu (167 GBP)", Cardiff, measured): a share is a limit, not a price
+        return (f"prices '{copied[0]}' at this step's share of the budget ({share:,.0f} {cur}): price "
+                "what each action buys, and nothing for what costs nothing")
     if mine > 0 and spent + mine > 1.1 * budget:
         return (f"its costs ({mine:,.0f} {cur}) take the plan to {spent + mine:,.0f} {cur}, over the "
                 f"budget of {budget:,.0f} {cur}: choose cheaper options")

@@ -531,6 +531,31 @@ def settled_dates(dates: str, length: int | None, today: str, goal: str = "") ->
     return f"{start.isoformat()} to {end.isoformat()}"
 
 
+def in_currency(text: str, code: str) -> str:
+    """``text`` with every amount in another currency said in ``code`` (the brief's own money
+    relabelled, as its budget is: a Cardiff bake sale's brief had "1,000 GBP" as its budget and
+    "will not exceed 1000 EUR" in its constraints, measured)."""
+    def one(m: re.Match) -> str:
+        found = money_in(m.group(0))
+        if not found or code in found[0][1]:
+            return m.group(0)
+        return f"{found[0][0]:,.0f} {code}"
+    return _MONEY_RE.sub(one, text)
+
+
+def without_other_lengths(text: str, lengths: Sequence[int]) -> str:
+    """``text`` without its clauses that state a length none of ``lengths`` is ("the plan will
+    not exceed 5 days" in a brief of six weeks, measured)."""
+    clauses = re.split(r"(?<=[,;.])\s+", text.strip())
+    kept = [c for c in clauses
+            if not (duration_days(c) and not any(0.7 * n <= duration_days(c) <= 1.3 * n for n in lengths))]
+    if len(kept) == len(clauses):
+        return text
+    out = re.sub(r"^and\s+", "", " ".join(kept).strip().rstrip(",;"))
+    out = out[:1].upper() + out[1:]
+    return out + "." if out and text.strip().endswith(".") and not out.endswith(".") else out
+
+
 def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> dict[str, str]:
     """The brief with what the goal itself states put back: its length and its currency (a
     small model writes "14 weeks" for a two-week trip and dollars for a budget in euros); and,
@@ -570,6 +595,12 @@ def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> di
         budget = money_in(out.get("budget", ""))
         if local and budget and local not in budget[0][1]:
             out["budget"] = f"{budget[0][0]:,.0f} {local}"
+    code = (out.get("currency") or "").upper()
+    lengths = [n for n in (duration_days(out.get("duration", "")), event_days(goal, None), said) if n]
+    for k in ("constraints", "done"):
+        if out.get(k):
+            v = in_currency(out[k], code) if re.fullmatch(r"[A-Z]{3}", code) else out[k]
+            out[k] = without_other_lengths(v, lengths) if lengths else v
     return out
 
 

@@ -20,10 +20,12 @@ is taken later when a peer's log offers it again):
   author with no credential yet, in a swarm with an authority);
 - a rate per author (a token bucket of ``author_rate`` events/s, ``author_burst`` deep, and
   one of ``claim_rate`` claims/s, ``claim_burst`` deep) for
-  what comes from the network: gossip, and sync from the author itself (what a peer relays by
-  sync was rate-limited where it was first taken). Events stamped more than
-  ``fresh_window_ms`` before our clock (history, pulled by a peer that joins late) cost
-  ``old_cost`` of a token each.
+  what comes from the network: gossip, and sync, whoever relays it. (Relayed events were once
+  exempt, as rate-limited where they were first taken; but a member that relays its own other
+  keys' events, or an author's that no honest peer took, passed any rate so. An event that came
+  by gossip is a duplicate by the time sync offers it, and is not charged twice.) Events stamped
+  more than ``fresh_window_ms`` before our clock (history, pulled by a peer that joins late)
+  cost ``old_cost`` of a token each; a refused event is asked for again by the next sync.
 - with an authority, a hello is checked against its credential before it is held (a flood of
   hellos from fresh keys is refused at once, never held).
 """
@@ -183,7 +185,7 @@ class Intake:
         if ahead > cfg.max_drift_ms:
             return self._rejected(ev, Reason.CLOCK_DRIFT,
                                   f"stamped {ahead} ms ahead of our clock (max {cfg.max_drift_ms} ms)")
-        if source not in EXEMPT_SOURCES and not (source.startswith("sync:") and source[5:] != ev.author):
+        if source not in EXEMPT_SOURCES:
             cost = 1.0 if ev.hlc.wall >= now - cfg.fresh_window_ms else cfg.old_cost
             if not self._buckets.take(ev.author, cost, now):
                 return self._rejected(ev, Reason.RATE_LIMITED,

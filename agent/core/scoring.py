@@ -144,7 +144,10 @@ CHORE = re.compile(
     # the section titles of a drafted plan ("Researching Japan", "Planning Phase", "Initial
     # Planning and Budget Review", "Finalizing the Plan"): measured on the 1.5B model
     r"research(?:ing)?|(?:initial |final |pre-?trip )?planning|finali[sz](?:e|ing)(?: the plan)?|"
-    r"plan(?:ning)? (?:phase|stage)|preparation and (?:research|planning))\b",
+    r"plan(?:ning)? (?:phase|stage)|preparation and (?:research|planning)|"
+    # money and people about the work ("Prepare the Budget", "Assign Tasks": Cardiff, measured)
+    r"(?:prepar|set|creat|mak|build|establish|plan)\w* (?:the |a )?budget|budget(?:ing|s)?|"
+    r"assign\w* (?:the )?(?:tasks|roles|responsibilities))\b",
     re.IGNORECASE,
 )
 
@@ -195,8 +198,29 @@ def covers(item: str, said: frozenset[str]) -> bool:
     return not need or len(need & said) >= (len(need) + 1) // 2
 
 
+# A step that is the event itself: a plan to organise a bake sale must hold it (Cardiff,
+# 2026-12-05: the winning split was "Set the Date and Venue, Organise a Team, Prepare the
+# Budget, Create a Menu, Plan the Decorations, Assign Tasks", and no step sold a cake).
+EVENT_DAY = re.compile(
+    r"\b(?:on the day|(?:event|race|sale|party|fair|show|festival|wedding|match|game|conference|workshop|"
+    r"launch|market|clean-?up|quiz)[- ]day|day of the|(?:the|big) day|execution|executing|running|run the|"
+    r"hold(?:ing)? the|host(?:ing)? the|deliver(?:ing|y)?|opening|go[- ]live)\b",
+    re.IGNORECASE,
+)
+EVENT_ITSELF = "the event itself, on its day"
+
+
+def misses_the_event(goal: str, titles: Sequence[str]) -> bool:
+    """Whether a split of an event to get ready for (``facts.prepared_event``) has no step
+    that holds it."""
+    from agent.core.facts import prepared_event
+
+    return prepared_event(goal) and not any(EVENT_DAY.search(t) for t in titles)
+
+
 def combine_criteria(checks: Checks, *, chores: int, essential: Sequence[str], said: frozenset[str],
-                     wrong: Sequence[str] = (), concrete: float = 0.0, wrap_up: int = 0) -> Verdict:
+                     wrong: Sequence[str] = (), concrete: float = 0.0, wrap_up: int = 0,
+                     also_missing: Sequence[str] = ()) -> Verdict:
     """A split's verdict from the checks and a scorer's criteria (the essential work of the
     node, ``essential``; empty: no usable criteria, the checks alone). ``said``: the split's
     stems (titles and descriptions); ``wrong``: facts in it that contradict the goal (places
@@ -210,15 +234,16 @@ def combine_criteria(checks: Checks, *, chores: int, essential: Sequence[str], s
     # what a reader can act on: the criteria are one small model's checklist, this is measured
     spec += 0.3 * min(1.0, concrete / 4) - 0.15 * min(3, len(wrong)) - 0.2
     non_overlap = max(0.0, 1 - (checks.duplicates + 0.5 * checks.cross) / n)
-    missing = [e for e in essential if not covers(e, said)]
+    missing = [e for e in essential if not covers(e, said)] + list(also_missing)
     if essential:
-        share = 1 - len(missing) / len(essential)
+        share = 1 - len(missing) / (len(essential) + len(also_missing))
         # a plan of three parts does less than one of five that takes up the same essentials
         # (measured: "Arrival / Exploring / Returning" for two weeks in Japan, no flights)
         coverage = share * (1 - 0.5 * checks.repeats_parent / n) * (0.7 + 0.3 * min(1.0, n / FULL_SPLIT))
     else:
         share = None
         coverage = (0.5 + 0.5 * checks.coverage) * (1 - 0.5 * checks.repeats_parent / n)
+        coverage *= 0.7 if also_missing else 1.0
     parts = list(checks.notes[:3])
     if chores:
         parts.append(f"{chores} of {checks.n} steps are planning chores, not the work itself")
