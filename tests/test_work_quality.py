@@ -790,11 +790,14 @@ def test_an_event_of_a_stated_length_is_got_ready_for_before_it():
     fair = "Organise a two-day book fair in Glasgow for 12 local authors in October"
     b = facts.normalized_brief({"duration": "2 days", "dates": "2027-10-30 to 2027-10-31"}, fair, "2026-12-05")
     assert b["dates"] == "2027-09-18 to 2027-10-31"  # six weeks to get ready, then the two days
-    assert b["duration"] == "6 weeks to get ready, then the event (2 days)"
+    assert b["duration"] == "6 weeks to get ready, then the event on 2027-10-30 to 2027-10-31"
     assert facts.brief_problems(b, fair, "2026-12-05") == [] and facts.normalized_brief(b, fair, "2026-12-05") == b
     # a one-day event whose brief says only its day; a brief that says the time to get ready is kept
     party = "Organise a neighbourhood street party in Bristol for 80 residents in July"
-    assert facts.normalized_brief({"duration": "1 day"}, party, "2026-12-05")["dates"] == "2027-06-20 to 2027-07-31"
+    one = facts.normalized_brief({"duration": "1 day"}, party, "2026-12-05")
+    assert one["dates"] == "2027-06-20 to 2027-07-31"
+    # the event's own day said outright (a March bake sale was dated on the plan's first day)
+    assert one["duration"] == "6 weeks to get ready, then the event on 2027-07-31"
     assert facts.normalized_brief({"duration": "3 weeks"}, party, "2026-12-05")["dates"] == "2027-07-11 to 2027-07-31"
     # a journey of a stated length is the length itself
     trip = facts.normalized_brief({"duration": "3 days"}, "Plan a three-day school trip to Edinburgh in June",

@@ -578,6 +578,13 @@ def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> di
                                 today, goal)
         if settled:
             out["dates"] = settled
+        rng = date_range(out.get("dates", ""))
+        if event and rng:
+            # the event's own days said outright: told only "six weeks, then the event", the
+            # model dated a March bake sale 2027-02-17, the plan's first day (Cardiff, measured)
+            first = rng[1] - _dt.timedelta(days=event - 1)
+            out["duration"] = (f"{LEAD_DAYS // 7} weeks to get ready, then the event on "
+                               + (first.isoformat() if event == 1 else f"{first.isoformat()} to {rng[1].isoformat()}"))
         season = season_of(goal) if not months_in(goal) else None
         if season is not None and season[1] not in out.get("constraints", ""):
             # every step reads the brief: the reason its dates are not today's goes with them
