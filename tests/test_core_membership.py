@@ -347,18 +347,19 @@ def test_a_rate_per_author_and_what_is_exempt():
     # a second later: 10 more tokens
     got = [intake.offer(e, "peer", T0 + 1200).status for e in flood[20:]]
     assert got.count(Status.REJECTED) == 10
-    # relayed by another peer's sync, it counts as much as from the author's own: a member
-    # relaying its other keys' floods passed any rate while relays were exempt
-    relayed = [score(X, g.id, f"{i:064x}", wall=300 + i) for i in range(100, 130)]
-    assert all(intake.offer(e, "sync:someone", T0 + 1200).reason is Reason.RATE_LIMITED for e in relayed)
-    own = [score(X, g.id, f"{i:064x}", wall=300 + i) for i in range(200, 205)]
-    assert all(intake.offer(e, "sync:" + X.peer_id, T0 + 1200).reason is Reason.RATE_LIMITED for e in own)
-    # a refused event is taken when offered again once the bucket has filled
-    assert intake.offer(relayed[0], "sync:someone", T0 + 2200).status is Status.PENDING
+    # relayed by another peer's sync it costs a tenth here (old_cost), no longer nothing: a
+    # member relaying its other keys' floods passed any rate while relays were free; from the
+    # author's own sync it costs in full
+    later = T0 + 2200  # 10 tokens again
+    relayed = [score(X, g.id, f"{i:064x}", wall=300 + i) for i in range(100, 250)]
+    got = [intake.offer(e, "sync:someone", later).status for e in relayed]
+    assert got.count(Status.PENDING) == 100 and got.count(Status.REJECTED) == 50
+    own = [score(X, g.id, f"{i:064x}", wall=300 + i) for i in range(300, 305)]
+    assert all(intake.offer(e, "sync:" + X.peer_id, later).reason is Reason.RATE_LIMITED for e in own)
     # an event that came by gossip is a duplicate when sync relays it: not charged again
     seen = score(E1, g.id, f"{999:064x}", wall=400)
-    assert intake.offer(seen, "peer", T0 + 2200).status is Status.PENDING
-    assert intake.offer(seen, "sync:someone", T0 + 2200).reason is Reason.DUPLICATE
+    assert intake.offer(seen, "peer", later).status is Status.PENDING
+    assert intake.offer(seen, "sync:someone", later).reason is Reason.DUPLICATE
     # claims have a bucket of their own on top (an executor works on one task at a time)
     claims = Intake(IntakeConfig(claim_rate=1, claim_burst=5))
     claims.offer(g, "peer", T0)

@@ -20,12 +20,15 @@ is taken later when a peer's log offers it again):
   author with no credential yet, in a swarm with an authority);
 - a rate per author (a token bucket of ``author_rate`` events/s, ``author_burst`` deep, and
   one of ``claim_rate`` claims/s, ``claim_burst`` deep) for
-  what comes from the network: gossip, and sync, whoever relays it. (Relayed events were once
-  exempt, as rate-limited where they were first taken; but a member that relays its own other
-  keys' events, or an author's that no honest peer took, passed any rate so. An event that came
-  by gossip is a duplicate by the time sync offers it, and is not charged twice.) Events stamped
-  more than ``fresh_window_ms`` before our clock (history, pulled by a peer that joins late)
-  cost ``old_cost`` of a token each; a refused event is asked for again by the next sync.
+  what comes from the network: gossip, and sync, whoever relays it. Events stamped more than
+  ``fresh_window_ms`` before our clock (history, pulled by a peer that joins late) and events a
+  peer relays by sync (not their author) cost ``old_cost`` of a token each. Relayed events were
+  once free, as rate-limited where they were first taken; but a member relaying its other keys'
+  floods, or events no honest peer took, passed any rate so. They are not charged in full
+  because sync is how a joiner and a healed partition catch up: a page's refused event is not
+  offered by that peer's sync again (its cursor has moved on), so a full charge would cost an
+  honest joiner events. An event that came by gossip is a duplicate by the time sync offers it,
+  and is not charged twice.
 - with an authority, a hello is checked against its credential before it is held (a flood of
   hellos from fresh keys is refused at once, never held).
 """
@@ -186,7 +189,8 @@ class Intake:
             return self._rejected(ev, Reason.CLOCK_DRIFT,
                                   f"stamped {ahead} ms ahead of our clock (max {cfg.max_drift_ms} ms)")
         if source not in EXEMPT_SOURCES:
-            cost = 1.0 if ev.hlc.wall >= now - cfg.fresh_window_ms else cfg.old_cost
+            relayed = source.startswith("sync:") and source[5:] != ev.author
+            cost = 1.0 if ev.hlc.wall >= now - cfg.fresh_window_ms and not relayed else cfg.old_cost
             if not self._buckets.take(ev.author, cost, now):
                 return self._rejected(ev, Reason.RATE_LIMITED,
                                       f"{ev.author[-8:]} sent more than {cfg.author_rate:g} events/s")
