@@ -414,3 +414,13 @@ def test_one_long_sentence_cut_mid_word_ends_at_its_last_whole_word():
                                           {"do": "Register with Manchester City Council", "cost": "", "when": ""}]},
                              currency="GBP")
     assert text.splitlines()[0].endswith("the desired revenue (50 GBP)."), text
+
+
+def test_a_heading_written_as_an_action_is_no_action():
+    # Lisbon, 2026-12-05: "- Payment and Confirmation:." published as the step's last action
+    out = P.parse_execution({"actions": [{"do": "Book the Lapa Palace for four nights", "cost": "375 EUR", "when": ""},
+                                         {"do": "Payment and Confirmation:", "cost": "", "when": ""},
+                                         {"do": "Buy a Lisboa Card: 24 hours of trams", "cost": "", "when": ""}]},
+                            currency="EUR")
+    assert out.splitlines() == ["- Book the Lapa Palace for four nights (375 EUR).",
+                                "- Buy a Lisboa Card: 24 hours of trams."]

@@ -907,3 +907,19 @@ def test_the_briefs_constraints_keep_to_its_money_and_its_length():
     trip = facts.normalized_brief({"duration": "14 days", "constraints": "Stay 14 days; spend under 3000 EUR"},
                                   "Plan a two-week trip to Japan", "2026-12-05")
     assert trip["constraints"] == "Stay 14 days; spend under 3000 EUR"  # no currency set: kept as written
+
+
+def test_the_same_place_booked_in_two_steps_is_one_booking():
+    """Lisbon, 2026-12-05: the Lapa Palace and the Estoril Hotel booked in the accommodation step
+    and, in other words, again in the itinerary step (the reader: "hotels are booked twice")."""
+    from agent.core import facts as fx
+
+    rooms = ("- Choose a budget-friendly option like the Lapa Palace or the Estoril Hotel (375 EUR).\n"
+             "- Book a hotel in Lisbon for 4 nights (300 EUR).")
+    days = ("- Book the Lapa Palace in the heart of the city for 375 EUR (2027-09-02).\n"
+            "- Book a table in Lisbon at Cervejaria Ramiro (60 EUR).\n"
+            "- Walk the Alfama to the Castelo de São Jorge (2027-09-03).")
+    assert fx.repeated_actions(days, [("Accommodation", rooms)]) == [
+        ("- Book the Lapa Palace in the heart of the city for 375 EUR (2027-09-02).", "Accommodation")]
+    # a city is where, not what: two bookings in Lisbon are two bookings
+    assert fx.repeated_actions("- Book a tram tour in Lisbon (30 EUR).", [("Rooms", rooms)]) == []

@@ -921,10 +921,17 @@ def repeated_actions(text: str, others: Iterable[tuple[str, str]]) -> list[tuple
     """The action lines of a step's result that another step's result already has, in the
     same or other words ("Prepare a list of all necessary items" and "... for the trip" in
     three steps of one trip): (line, the title of the step that has it)."""
+    others = list(others)
     theirs = [(title, _action_stems(ln)) for title, other in others
               for ln in str(other).splitlines() if ln.strip()]
+    booked = {name: title for title, other in others for ln in str(other).splitlines()
+              for name in _booked_names(ln)}
     out = []
     for ln in str(text).splitlines():
+        again = next((booked[n] for n in _booked_names(ln) if n in booked), None)
+        if again is not None:
+            out.append((ln, again))
+            continue
         mine = _action_stems(ln)
         if len(mine) < 2:
             continue
@@ -933,6 +940,26 @@ def repeated_actions(text: str, others: Iterable[tuple[str, str]]) -> list[tuple
                 out.append((ln, title))
                 break
     return out
+
+
+_BOOKS = re.compile(r"^[-*•\s]*(?:book|reserve|rent|hire|stay (?:at|in)|check (?:in|into)|choose|select)\b(.*)", re.I)
+_BOOKED_NAME = re.compile(r"\b(?:the )?([A-Z][\w'’-]+(?:\s+(?:[A-Z][\w'’-]+|de|da|do|of|la|le))*)")
+
+
+def _booked_names(line: str) -> set[str]:
+    """The names a booking action books ("Book the Lapa Palace ...": {"Lapa Palace"}): the same
+    place booked in two steps is one booking (Lisbon, measured: two hotels booked in the
+    accommodation step and again, in other words, in the itinerary step)."""
+    from agent.core.places import gazetteer
+
+    m = _BOOKS.match(line)
+    if not m:
+        return set()
+    skip = set(MONTHS) | set(_WEEKDAYS)
+    names = {n.group(1).strip() for n in _BOOKED_NAME.finditer(m.group(1))}
+    # a city or country is where, not what ("Book a hotel in Lisbon" in two steps: two bookings)
+    return {n for n in names if len(n) > 3 and not n.isupper() and n.split()[0].lower() not in skip
+            and not gazetteer().lookup(n)}
 
 
 def synthesis_problems(text: str, children: Sequence[tuple[str, str]], facts: BriefFacts,

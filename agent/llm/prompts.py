@@ -725,6 +725,11 @@ def _fields_in(text: str) -> tuple[str, str, str]:
     return text[:m.start()], (m.group("cost") or "").strip(), (m.group("when") or "").strip()
 
 
+# a heading written as an action, with nothing under it ("Payment and Confirmation:.", Lisbon,
+# measured): no action
+_LABEL_ONLY = re.compile(r"^[^:.!?]{1,60}:\s*\.?$")
+
+
 def parse_execution(answer: Any, *, currency: str = "") -> str:
     """The step's result as text: one line per action, "- Do this (cost; when)."."""
     a = parse_as(ExecuteAnswer, answer, "execution result")
@@ -742,7 +747,7 @@ def parse_execution(answer: Any, *, currency: str = "") -> str:
             said_cost = said_cost or next((p for p in got if not _ISO_DAY.search(p)), "")
             said_when = said_when or next((p for p in got if _ISO_DAY.search(p)), "")
         do = _sentence(raw)
-        if not do or do.casefold() in seen:
+        if not do or do.casefold() in seen or _LABEL_ONLY.match(do):
             continue
         seen.add(do.casefold())
         # (a small model often writes the cost and date into the action too: not twice)
