@@ -137,7 +137,8 @@ def test_checker_catches_a_non_final_decision(monkeypatch):
 
     monkeypatch.setattr("agent.core.plan.tally", decide_on_prevotes)
     base = SimConfig(faults=Faults(slow=0.1, very_slow=0.05, partitions=2))
-    assert _first_failing(base, range(33, 38), "finality") is not None  # 34, 37 (of 0..59) since drafts and criteria
+    # the seeds that show it move with every prompt change (the scripted LLM hashes the prompt)
+    assert _first_failing(base, range(0, 200), "finality") is not None
 
 
 def test_checker_catches_a_counted_result_that_changes(monkeypatch):
