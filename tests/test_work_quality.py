@@ -923,3 +923,29 @@ def test_the_same_place_booked_in_two_steps_is_one_booking():
         ("- Book the Lapa Palace in the heart of the city for 375 EUR (2027-09-02).", "Accommodation")]
     # a city is where, not what: two bookings in Lisbon are two bookings
     assert fx.repeated_actions("- Book a tram tour in Lisbon (30 EUR).", [("Rooms", rooms)]) == []
+
+
+def test_the_step_that_holds_the_event_gets_its_days_and_the_wrap_up_the_week_after():
+    """Dublin, 2026-12-05: an even split of 16 January - 28 February put "Event Execution" on
+    7-17 February; the brief's workshop was on 27-28 February."""
+    from agent.core import facts as fx
+
+    title = "Organise a two-day coding workshop for 25 teenagers at a library in Dublin in February"
+    b = fx.normalized_brief({"duration": "2 days", "budget": "3000 EUR", "currency": "EUR"}, title, "2026-12-05")
+    assert b["dates"] == "2027-01-16 to 2027-02-28"
+    g = goal(U, title=title, scorers=3, quorum=2, brief=True, max_depth=1)
+    top = proposal(D1, g.id, ["Book the library", "Prepare laptops", "Event Execution", "Evaluation and Follow-Up"],
+                   wall=10)
+    evs = [g, brief(U, g.id, **b), top]
+    evs += [precommit(s, g.id, top.id, wall=20 + i) for i, s in enumerate(S[:2])]
+    tree = derive(fold(evs), T0 + 1000)
+    windows = [work.step_window(tree, tree.node(f"{top.id}/{i}")) for i in range(4)]
+    assert windows == [(date(2027, 1, 16), date(2027, 2, 5)), (date(2027, 2, 6), date(2027, 2, 26)),
+                       (date(2027, 2, 27), date(2027, 2, 28)), (date(2027, 3, 1), date(2027, 3, 7))]
+    wrap = tree.node(f"{top.id}/3")
+    assert work.outside_plan_dates(tree, wrap, "- Email the 25 teenagers a survey (2027-03-02).") is None
+    assert "after the plan's last day" in work.outside_plan_dates(tree, wrap, "- Email a survey (2027-03-20).")
+    assert not any("outside the brief" in p for p in
+                   work.result_checks(tree, wrap, "- Email the 25 teenagers a Google Forms survey (2027-03-02).\n"
+                                                  "- Send certificates to the 25 teenagers by An Post (2027-03-03).",
+                                      synthesis=False))

@@ -18,6 +18,7 @@ from agent.core.events import Brief, Proposal, Result, Subgoal
 from agent.core.scoring import (
     Verdict,
     check_split,
+    EVENT_DAY,
     EVENT_ITSELF,
     chore_count,
     combine_criteria,
@@ -357,12 +358,32 @@ def step_window(tree: Tree, node: NodeView) -> tuple[_dt.date, _dt.date] | None:
     if rng is None:
         return None
     start, end = rng
-    for n in tree.path(node)[1:]:
+    event = fx.event_span(root.brief or {}, root.title)
+    for depth, n in enumerate(tree.path(node)[1:]):
         parent = tree.node(n.parent) if n.parent else None
         sibs = parent.children if parent else []
         i = next((k for k, c in enumerate(sibs) if c.id == n.id), None)
         if i is None:
             return None
+        held = next((k for k, c in enumerate(sibs) if EVENT_DAY.search(c.title)), None) \
+            if depth == 0 and event else None
+        if held is not None:
+            # the step that holds the event gets its days, those before it the days to get
+            # ready, those after it the week after (Dublin, measured: an even split put "Event
+            # Execution" on 7-17 February, the brief's workshop on 27-28 February)
+            if i == held:
+                start, end = event
+                continue
+            if i < held:
+                lo, hi, k, m = start, max(start, event[0] - _dt.timedelta(days=1)), i, held
+            else:
+                lo, hi = event[1] + _dt.timedelta(days=1), event[1] + _dt.timedelta(days=fx.WRAP_UP_DAYS)
+                k, m = i - held - 1, len(sibs) - held - 1
+            days = (hi - lo).days + 1
+            a = lo + _dt.timedelta(days=days * k // m)
+            b = lo + _dt.timedelta(days=days * (k + 1) // m - 1)
+            start, end = a, max(a, b)
+            continue
         days = (end - start).days + 1
         a = start + _dt.timedelta(days=days * i // len(sibs))
         b = start + _dt.timedelta(days=days * (i + 1) // len(sibs) - 1)
@@ -469,9 +490,12 @@ def outside_plan_dates(tree: Tree, node: NodeView, output: str) -> str | None:
     brief settled contradicted (measured: a Leeds run's venue set up on 5-15 June for a run on
     30 May; readers held such steps against the plan more than any other fault). Dates before
     the plan's first day are fine: what is booked or bought ahead."""
-    rng = fx.date_range(str((root_of(tree, node).brief or {}).get("dates", "")))
+    root = root_of(tree, node)
+    rng = fx.date_range(str((root.brief or {}).get("dates", "")))
     today = frame(tree, node).today
     dates = fx.calendar_dates(output)
+    if rng is not None and fx.event_span(root.brief or {}, root.title):
+        rng = (rng[0], rng[1] + _dt.timedelta(days=fx.WRAP_UP_DAYS))  # the week after an event
     if rng is not None:
         late = [d for d in dates if d > rng[1]]
         if late:

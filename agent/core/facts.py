@@ -270,6 +270,10 @@ def brief_facts(brief: Mapping[str, str] | None, goal: str = "") -> BriefFacts:
     if ok:  # amounts in the places' own money are fine too (yen for a ryokan on a euro budget)
         ok |= {gz.currencies[c] for c in countries if gz.currencies.get(c)}
     dates = months_in(" ".join([b.get("dates", ""), b.get("duration", "")]))
+    event = event_span(b, goal) if goal else None
+    if event:  # the week after an event is part of its plan (what is returned, paid, thanked)
+        after = event[1] + _dt.timedelta(days=WRAP_UP_DAYS)
+        dates = dates + [(after.year, after.month)]
     months = _month_span([m for _y, m in dates])
     years = frozenset(y for y, _m in dates if y)
     budget = max((a for a, _c in spent), default=None) if spent else None
@@ -472,6 +476,18 @@ def event_days(goal: str, length: int | None) -> int | None:
     if said:
         return said
     return length if length and length <= 3 else None
+
+
+WRAP_UP_DAYS = 7  # after an event: what is returned, paid, thanked and counted
+
+
+def event_span(brief: Mapping[str, str], goal: str) -> tuple["_dt.date", "_dt.date"] | None:
+    """The event's own days, as the brief states them ("... then the event on 2027-02-27 to
+    2027-02-28", ``normalized_brief``); None for a goal that is not an event to get ready for."""
+    if not prepared_event(goal):
+        return None
+    _before, sep, after = str(brief.get("duration", "")).partition("then the event on ")
+    return date_range(after) if sep else None
 
 
 def settled_dates(dates: str, length: int | None, today: str, goal: str = "") -> str:
