@@ -949,3 +949,14 @@ def test_the_step_that_holds_the_event_gets_its_days_and_the_wrap_up_the_week_af
                    work.result_checks(tree, wrap, "- Email the 25 teenagers a Google Forms survey (2027-03-02).\n"
                                                   "- Send certificates to the 25 teenagers by An Post (2027-03-03).",
                                       synthesis=False))
+
+
+def test_a_range_that_ends_before_it_starts_goes_back():
+    # Dublin, 2026-12-05: "Provide basic library resources (500 EUR; 2027-01-27 to 2027-01-26)"
+    from agent.core import facts as fx
+
+    f = fx.brief_facts({"currency": "EUR", "dates": "2027-01-16 to 2027-02-28"}, "Run a workshop in Dublin")
+    bad = "- Set up 25 laptops at the Central Library (2027-01-27 to 2027-01-26).\n- Test the Wi-Fi (2027-01-27)."
+    assert fx.backwards_ranges(bad) == ["2027-01-27 to 2027-01-26"]
+    assert any("ends before it starts" in p for p in fx.result_problems(bad, f))
+    assert not any("ends before" in p for p in fx.result_problems(bad.replace("to 2027-01-26", "to 2027-01-28"), f))

@@ -858,6 +858,14 @@ _DAY_AND_DATE = re.compile(r"\b(Monday|Tuesday|Wednesday|Thursday|Friday|Saturda
                            r"(\d{4}-\d{2}-\d{2})\b", re.IGNORECASE)
 
 
+_ISO_RANGE = re.compile(r"\b(\d{4}-\d{2}-\d{2}) to (\d{4}-\d{2}-\d{2})\b")
+
+
+def backwards_ranges(text: str) -> list[str]:
+    """ISO date ranges that end before they start ("2027-01-27 to 2027-01-26", Dublin, measured)."""
+    return [f"{a} to {b}" for a, b in _ISO_RANGE.findall(text) if b < a]
+
+
 def wrong_weekdays(text: str) -> tuple[str, str] | None:
     """A weekday named with a date it is not ("Saturday, 2027-05-25", a Tuesday: measured, a
     clean-up "on a Saturday" dated on a weekday, which a reader caught at once): (what it
@@ -904,6 +912,9 @@ def result_problems(text: str, facts: BriefFacts, *, siblings: Iterable[tuple[st
     wrong_day = wrong_weekdays(text)
     if wrong_day:
         problems.append(f"says '{wrong_day[0]}', which is a {wrong_day[1]}: name the right day or date")
+    back = backwards_ranges(text)
+    if back:
+        problems.append(f"dates '{back[0]}', a range that ends before it starts")
     if concrete_marks(text) < min_marks:
         problems.append("no concrete names, amounts or dates")
     for title, other in siblings:

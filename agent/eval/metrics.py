@@ -83,7 +83,6 @@ def reference_facts(goal: str, description: str = "") -> fx.BriefFacts:
 _WEEKDAYS = frozenset("monday tuesday wednesday thursday friday saturday sunday".split())
 _BARE_AMOUNT = re.compile(r"\((\d[\d,.]*)\s*[;)]")  # "(50)", "(50; 2026-12-06)": a cost without its currency
 _EMPTY_FIELD = re.compile(r"''|\"\"")
-_ISO_RANGE = re.compile(r"\b(\d{4}-\d{2}-\d{2}) to (\d{4}-\d{2}-\d{2})\b")
 
 
 def actions_of(text: str) -> list[str]:
@@ -171,8 +170,8 @@ def plan_metrics(doc: PlanDoc, *, description: str = "",
     cur = own.currency or ref.currency
     spent = sum(fx.costs_of(st.text, own) for st in steps) if cur and budget else 0.0
     over_budget = round(spent / budget, 3) if budget and spent > 1.1 * budget else None
-    contradictions = sum(1 for _t, text in units if fx.wrong_weekdays(text)) + sum(
-        1 for a, b in _ISO_RANGE.findall(all_text) if b < a) + order_breaks(steps)
+    contradictions = sum(1 for _t, text in units if fx.wrong_weekdays(text)) + len(
+        fx.backwards_ranges(all_text)) + order_breaks(steps)
     m: dict[str, Any] = {
         "steps": len(steps),
         "words": words,
