@@ -960,3 +960,20 @@ def test_a_range_that_ends_before_it_starts_goes_back():
     assert fx.backwards_ranges(bad) == ["2027-01-27 to 2027-01-26"]
     assert any("ends before it starts" in p for p in fx.result_problems(bad, f))
     assert not any("ends before" in p for p in fx.result_problems(bad.replace("to 2027-01-26", "to 2027-01-28"), f))
+
+
+def test_money_set_aside_is_not_money_spent():
+    # Barcelona, 2026-12-05: "Set aside 1500 euros for accommodations (750 EUR)" in a budget step,
+    # and the hotels priced again in their own step: 2,900 EUR of 2,000
+    from agent.core import facts as fx
+
+    f = fx.brief_facts({"currency": "EUR", "budget": "2000 EUR"}, "Plan a family trip to Barcelona in April")
+    text = ("- Set aside 1500 euros for accommodations (750 EUR; 2027-04-01).\n- Allocate 500 EUR to activities.\n"
+            "- Book the Hotel Jazz for 3 nights (450 EUR).")
+    assert fx.costs_of(text, f) == 450
+    out = prompts.parse_execution({"actions": [{"do": "Set aside 1500 euros for accommodations", "cost": "750 EUR",
+                                                "when": ""},
+                                               {"do": "Budget 300 euros for meals", "cost": "300 EUR", "when": ""},
+                                               {"do": "Book the Hotel Jazz for 3 nights", "cost": "450 EUR",
+                                                "when": ""}]}, currency="EUR")
+    assert "750" not in out and "(300 EUR)" not in out and "(450 EUR)" in out

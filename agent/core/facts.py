@@ -136,10 +136,17 @@ def money_in(text: str) -> list[tuple[float, tuple[str, ...]]]:
 _TRAILING = re.compile(r"\(([^()]*)\)\.?\s*$")
 
 
+# money set aside is not money spent ("Set aside 1500 euros for accommodations (750 EUR)", and
+# the hotels priced again in their own step: Barcelona, measured)
+_ALLOCATES = re.compile(r"^[-*•\s]*(?:set aside|allocate|budget|reserve \d|earmark|keep \d)", re.IGNORECASE)
+
+
 def _line_cost(ln: str, facts: "BriefFacts") -> float:
     """One action line's cost in the brief's currency: the amounts in its trailing "(cost;
     when)", else those in the line, leaving out the budget said again there ("keep the total
     under 2,000 EUR")."""
+    if _ALLOCATES.match(ln):
+        return 0.0
     m = _TRAILING.search(ln)
     found = money_in(m.group(1)) if m else []
     if found:

@@ -696,7 +696,7 @@ _UNPAID = re.compile(
     r"^(?:(?:regularly|then|first|also|finally) )?"
     r"(?:define|decide|research|plan|list|draft|outline|write down|meet|contact|send|update|assign|report|share|"
     r"(?:choose|select)(?! (?:\w+ ){0,3}and (?:book|buy|order|hire|rent|pay|reserve))|divide|allocate|"
-    r"set (?:the )?(?:date|deadlines?|goals?|roles?)|"
+    r"set (?:the )?(?:date|deadlines?|goals?|roles?)|set aside|budget|reserve \d+|"
     r"email|e-mail|call|phone|review|check|compare|identify|determine|discuss|agree|confirm|"
     r"announce|thank|collect|gather feedback|evaluate|assess|estimate|calculate|set up a meeting|"
     r"create a (?:list|schedule|timeline|checklist|budget|plan)|make a (?:list|schedule|plan|budget)|"
