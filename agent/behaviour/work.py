@@ -349,6 +349,13 @@ def _earlier_attempt(node: NodeView) -> tuple[str, list[str]]:
     return text, list(dict.fromkeys(feedback))
 
 
+def _today(text: str) -> _dt.date | None:
+    try:
+        return _dt.date.fromisoformat(text) if text else None
+    except ValueError:
+        return None
+
+
 def step_window(tree: Tree, node: NodeView) -> tuple[_dt.date, _dt.date] | None:
     """This step's part of the brief's dates: each split divides its parent's days evenly
     among its subgoals in their order (a split is ordered as the work is done), so the plan's
@@ -367,6 +374,20 @@ def step_window(tree: Tree, node: NodeView) -> tuple[_dt.date, _dt.date] | None:
             return None
         held = next((k for k, c in enumerate(sibs) if EVENT_DAY.search(c.title)), None) \
             if depth == 0 and event else None
+        ahead = [k for k, c in enumerate(sibs) if fx.arranged_ahead(root.title, c.title)] if depth == 0 else []
+        if ahead and len(ahead) < len(sibs):
+            # a journey's bookings are made in the weeks before it leaves, its other steps on
+            # it: each group shares its own days, in order
+            today = _today(frame(tree, node).today)
+            lead = max(today or start, start - _dt.timedelta(days=fx.BOOKING_DAYS))
+            group = ahead if i in ahead else [k for k in range(len(sibs)) if k not in ahead]
+            lo, hi = (lead, max(lead, start - _dt.timedelta(days=1))) if i in ahead else (start, end)
+            k, m = group.index(i), len(group)
+            days = (hi - lo).days + 1
+            a = lo + _dt.timedelta(days=days * k // m)
+            b = lo + _dt.timedelta(days=days * (k + 1) // m - 1)
+            start, end = a, max(a, b)
+            continue
         if held is not None:
             # the step that holds the event gets its days, those before it the days to get
             # ready, those after it the week after (Dublin, measured: an even split put "Event
