@@ -738,7 +738,8 @@ def test_an_action_dated_before_its_steps_part_of_the_schedule_goes_back_unless_
     """Bristol, 2026-12-05: "Host the party (2027-07-14)" in the fourth of five steps of a plan
     from 07-11 to 07-31, after a set-up step dated 07-19 to 07-31. Booking ahead stays allowed,
     and so does a part's length of slack (the parts are an even split, not the steps' lengths)."""
-    g = goal(U, scorers=3, quorum=2, brief=True, max_depth=1)
+    g = goal(U, title="Organise a street party in Bristol for 80 residents in July", scorers=3, quorum=2,
+             brief=True, max_depth=1)
     top = proposal(D1, g.id, ["Choose the street", "Promote it", "Set up", "Hold the party", "Clear up"], wall=10)
     evs = [g, brief(U, g.id, place="Bristol", currency="GBP", budget="1000 GBP", dates="2027-07-11 to 2027-07-31"),
            top]
