@@ -118,7 +118,7 @@ def test_checker_catches_divergent_folds(monkeypatch):
 
     monkeypatch.setattr("agent.core.plan.leases", arrival_order)
     base = SimConfig(faults=Faults(slow=0.3, dup=0.1), executors=3)
-    assert _first_failing(base, range(20), "convergence") is not None
+    assert _first_failing(base, range(0, 200), "convergence") is not None
 
 
 def test_checker_catches_a_non_final_decision(monkeypatch):
@@ -176,7 +176,7 @@ def test_checker_catches_double_execution_without_faults(monkeypatch):
         return (0, 2**62) if t is not None and t.claim is not None else None
 
     monkeypatch.setattr(executor_mod.Executor, "_mine", always_mine)
-    assert _first_failing(SimConfig(executors=3), range(10), "exactly_once") is not None
+    assert _first_failing(SimConfig(executors=3), range(0, 200), "exactly_once") is not None
 
 
 def test_checker_catches_work_an_uncorrected_fast_clock_wastes(monkeypatch):
