@@ -203,3 +203,13 @@ def test_sentences():
     assert tx.cut_to_sentence("We go. Then we") == "We go."
     assert tx.cut_to_sentence('He said "yes." And') == 'He said "yes."'
     assert tx.ends_at_sentence("- a\n- b.") and not tx.ends_at_sentence("a b c")
+
+
+def test_a_title_that_names_only_a_time_names_no_work():
+    # Dublin, 2026-12-05: "16th December 2026; Final Preparation and Launch; 1st January 2027" won
+    from agent.core.scoring import title_problem
+
+    for t in ("16th December 2026", "1st January 2027", "Week 1", "March 2027", "Day 3"):
+        assert "names a time" in (title_problem(t) or ""), t
+    for t in ("Day 3: Montjuic and the Magic Fountain", "May Day parade", "Final Preparation and Launch"):
+        assert title_problem(t) is None, t

@@ -51,6 +51,14 @@ class Checks:
         return not (self.duplicates or self.repeats_parent or self.vague or self.cross)
 
 
+_MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t|tember)?|"
+          r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)")
+_ONLY_A_TIME = re.compile(
+    rf"^(?:(?:the )?\d{{1,2}}(?:st|nd|rd|th)?(?: of)? {_MONTH}(?:,? \d{{4}})?|{_MONTH} \d{{1,2}}(?:st|nd|rd|th)?(?:,? \d{{4}})?|"
+    rf"{_MONTH}(?: \d{{4}})?|\d{{4}}-\d{{2}}-\d{{2}}|(?:week|day|month|phase|stage|step) \d+)[.:]?$",
+    re.IGNORECASE)
+
+
 def title_problem(title: str, ancestors: Sequence[str] = ()) -> str | None:
     """Why one subgoal title is unusable on its own, or None."""
     t = title.strip()
@@ -59,6 +67,9 @@ def title_problem(title: str, ancestors: Sequence[str] = ()) -> str | None:
     ws = words(t)
     if not ws or ws <= VAGUE or len(t) < 3 or tx.mostly_nonwords(t):
         return f"'{t[:40]}' is vague or not words"
+    if _ONLY_A_TIME.match(t):
+        # Dublin, 2026-12-05: "16th December 2026", "1st January 2027" won as steps, naming no work
+        return f"'{t[:40]}' names a time, not the work done in it"
     for a in ancestors:
         if a and tx.repeats(t, a):
             return f"'{t[:40]}' only repeats '{a[:40]}'"
