@@ -863,6 +863,8 @@ def test_a_split_of_an_event_must_hold_it_and_budgets_and_task_lists_are_chores(
     v_prep, v_held = work.rank_splits(goal_text, [[{"title": t, "description": ""} for t in s] for s in (prep, held)],
                                       essential)
     assert v_held.rank == 1 and "missing: " in v_prep.feedback and "the event itself, on its day" in v_prep.feedback
+    # not acceptable, so refined for it; still usable once the refinements had their rounds
+    assert not v_prep.acceptable and v_prep.usable and v_held.acceptable
     # below the root, a part of the plan need not hold the event
     (v_part,) = work.rank_splits("Create a Menu", [[{"title": "Choose cakes", "description": ""},
                                                     {"title": "Buy flour", "description": ""}]], essential,

@@ -267,8 +267,10 @@ def combine_criteria(checks: Checks, *, chores: int, essential: Sequence[str], s
         parts.append(f"missing: {miss}")
     r = lambda x: round(min(1.0, max(0.0, x)), 3)  # noqa: E731
     hard = checks.hard_fail or 2 * chores > checks.n
+    # work that must be there whatever the criteria say (the event itself) makes a split
+    # incomplete: it is refined for it, and voted only once the refinements had their rounds
     return Verdict(r(spec), r(non_overlap), r(coverage), "; ".join(parts)[:400], hard, missing=miss,
-                   incomplete=share is not None and share < MIN_COVERAGE)
+                   incomplete=(share is not None and share < MIN_COVERAGE) or bool(also_missing))
 
 
 LLM_WEIGHT = 0.5  # a small local model's judgment is noisy: the checks carry half the score
