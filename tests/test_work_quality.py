@@ -1003,3 +1003,14 @@ def test_a_journeys_bookings_are_made_in_the_weeks_before_it_leaves():
     assert work.result_checks(tree, hotel, "- Book the Hotel Jazz for 3 nights for 2 adults and 2 children "
                                            "(450 EUR; 2027-03-20).\n- Pay the deposit by card (2027-03-20).",
                               synthesis=False) == []
+
+
+def test_a_word_cut_with_two_dots_is_a_fragment():
+    # Dublin, 2026-12-05: "Purchase workshop materials for specific cod.." (a clipped prompt copied)
+    from agent.core import facts as fx
+
+    f = fx.brief_facts({"currency": "EUR"}, "Run a coding workshop in Dublin")
+    cut = "- Purchase workshop materials for specific cod.. (2027-02-14).\n- Book the Central Library room (200 EUR)."
+    assert any("cut-off" in p for p in fx.result_problems(cut, f))
+    whole = "- Buy 25 laptops, chargers, etc. at Harvey Norman (200 EUR).\n- Book the Central Library room (2027-02-20)."
+    assert not any("cut-off" in p for p in fx.result_problems(whole, f))

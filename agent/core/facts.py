@@ -907,6 +907,11 @@ def wrong_weekdays(text: str) -> tuple[str, str] | None:
     return None
 
 
+# a word cut and marked with two dots ("Purchase workshop materials for specific cod..": a
+# prompt's clipped "..." copied, one dot lost; Dublin, measured)
+_CUT_WORD = re.compile(r"[a-z]\.\.(?=[\s)]|$)")
+
+
 def result_problems(text: str, facts: BriefFacts, *, siblings: Iterable[tuple[str, str]] = (),
                     min_marks: int = 2, step: str = "", goal: str = "") -> list[str]:
     """Why a step's result is not plan content consistent with its brief and its siblings
@@ -948,7 +953,7 @@ def result_problems(text: str, facts: BriefFacts, *, siblings: Iterable[tuple[st
         if other and tx.jaccard(tx.content_stems(text), tx.content_stems(other)) > 0.6:
             problems.append(f"repeats the step '{title[:50]}'")
             break
-    if "..." in text or "…" in text:
+    if "..." in text or "…" in text or _CUT_WORD.search(text):
         problems.append("contains cut-off fragments ('...')")
     return problems
 
@@ -1021,7 +1026,7 @@ def synthesis_problems(text: str, children: Sequence[tuple[str, str]], facts: Br
     """Why a synthesis does not stand for all its children: it leaves out more than
     ``left_out`` of them, copies one, carries cut fragments, or contradicts the brief."""
     problems = []
-    if "..." in text or "…" in text:
+    if "..." in text or "…" in text or _CUT_WORD.search(text):
         problems.append("contains cut-off fragments ('...')")
     # our own "N. Title:" labels are not the model taking a child up
     body = text
