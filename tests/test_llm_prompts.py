@@ -424,3 +424,19 @@ def test_a_heading_written_as_an_action_is_no_action():
                             currency="EUR")
     assert out.splitlines() == ["- Book the Lapa Palace for four nights (375 EUR).",
                                 "- Buy a Lisboa Card: 24 hours of trams."]
+
+
+def test_a_date_before_a_section_title_is_left_to_the_schedule_and_the_draft_rule_is_not_content():
+    # Leeds, 2026-12-05: "10-19 November: Preparation and Planning" over steps dated 19-28 October,
+    # and "Keep the places, products and choices it names, ..." published as an action
+    from agent.core import facts as fx
+
+    assert P._clean_title("10-19 November: Preparation and Planning") == "Preparation and Planning"
+    assert P._clean_title("2027-03-01 to 2027-03-05: Build the stalls") == "Build the stalls"
+    assert P._clean_title("Day 1: Gothic Quarter") == "Day 1: Gothic Quarter"
+    assert P._clean_title("May Day parade: setup") == "May Day parade: setup"
+    echo = ("- Keep the places, products and choices it names, drop what is wrong for the goal or belongs to "
+            "another step, and add what is missing (21-22 November).")
+    assert fx.echoed(echo, P.INSTRUCTIONS)
+    req = P.execute_request(F, path=[GOAL], title="Plant trees", description="Plant 200 saplings in Roundhay Park")
+    assert P.DRAFT_RULE in req.prompt

@@ -458,7 +458,17 @@ def _clean_title(value: Any) -> str:
     # "deluxe dining," / "1. Book flights" / "- Venue": list debris the model leaves in titles
     text = _clean_text(value, TITLE_MAX)
     text = re.sub(r"^(?:[-*•]|\d+[.)]|step \d+:?)\s*", "", text, flags=re.IGNORECASE)
+    # a date said before the title ("10-19 November: Preparation and Planning", Leeds, measured):
+    # the schedule gives each step its dates, and these contradicted them
+    text = _DATED_TITLE.sub("", text)
     return text.strip(" ,;:-").strip()
+
+
+_DATED_TITLE = re.compile(
+    r"^(?:\d{1,2}(?:st|nd|rd|th)?(?:\s*[-–]\s*\d{1,2}(?:st|nd|rd|th)?)?\s+(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)"
+    r"[a-z]*\.?(?:\s+\d{4})?|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d{1,2}(?:\s*[-–]\s*\d{1,2})?"
+    r"(?:,?\s+\d{4})?|\d{4}-\d{2}-\d{2}(?:\s*(?:to|[-–])\s*\d{4}-\d{2}-\d{2})?)\s*[:–-]\s+(?=\w)",
+    re.IGNORECASE)
 
 
 # ------------------------------------------------------------------------------ judging
@@ -583,6 +593,12 @@ EXECUTE_RULES = ("Instructions only: never 'I' or 'we', never a story of what wa
                  "that belongs to the other steps.")
 
 
+# said back as an action ("Keep the places, products and choices it names, drop what is wrong
+# for the goal ... (21-22 November)", Leeds, measured): one of the INSTRUCTIONS a result must not echo
+DRAFT_RULE = ("Its actions carry out the draft in order: keep the places, products and choices it names, drop what is "
+              "wrong for the goal or belongs to another step, and add what is missing.")
+
+
 def execute_request(
     frame: Frame,
     *,
@@ -633,8 +649,7 @@ def execute_request(
         # the step's own text, wrote generic actions; told it is the draft to keep and
         # develop, it kept the named places and added what was missing
         lines.append(f"Draft of this step: {_clip(description, 500)}")
-        lines.append("Its actions carry out the draft in order: keep the places, products and choices it names, drop what is "
-                     "wrong for the goal or belongs to another step, and add what is missing.")
+        lines.append(DRAFT_RULE)
     if window:
         lines.append(f"This step's part of the schedule: {window} (what must be booked, bought or "
                      "prepared ahead is dated before it)")
@@ -838,7 +853,7 @@ SYNTHESIS_STEPS = "steps{of}, in order, with what each does:"
 # what a result must not say back (a small model echoes its instructions as content; measured:
 # a beach clean-up's summary "The 3 steps, in order, with what each does are as follows: 1. ...",
 # its first step copied in full)
-INSTRUCTIONS = (EXECUTE_INSTRUCTION, EXECUTE_RULES, SYNTHESIS_SUMMARY, SYNTHESIS_STEPS.format(of=""))
+INSTRUCTIONS = (EXECUTE_INSTRUCTION, EXECUTE_RULES, DRAFT_RULE, SYNTHESIS_SUMMARY, SYNTHESIS_STEPS.format(of=""))
 
 
 def synthesis_request(frame: Frame, *, path: Sequence[str], title: str, description: str,
