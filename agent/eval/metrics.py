@@ -149,6 +149,9 @@ def plan_metrics(doc: PlanDoc, *, description: str = "",
         synthesis_coverage = round(used / len(parts), 3)
         copies = any(r and tx.jaccard(stems, tx.content_stems(r)) > 0.7 for _t, r in parts)
     fragments = all_text.count("...") + all_text.count("…") + len(_EMPTY_FIELD.findall(all_text))
+    # the planner's own instructions said back as content (Leeds, 2026-12-05: "Keep the places,
+    # products and choices it names, drop what is wrong for the goal ..." as an action)
+    fragments += sum(1 for st in steps if fx.echoed(st.text, _instructions()))
     # the same action in two steps: each step against every other
     lines = sum(len(actions_of(st.text)) for st in steps)
     repeated = sum(len(fx.repeated_actions("\n".join(actions_of(st.text)),
@@ -171,7 +174,7 @@ def plan_metrics(doc: PlanDoc, *, description: str = "",
     spent = sum(fx.costs_of(st.text, own) for st in steps) if cur and budget else 0.0
     over_budget = round(spent / budget, 3) if budget and spent > 1.1 * budget else None
     contradictions = sum(1 for _t, text in units if fx.wrong_weekdays(text)) + len(
-        fx.backwards_ranges(all_text)) + order_breaks(steps)
+        fx.backwards_ranges(all_text)) + order_breaks(steps) + title_date_breaks(steps)
     m: dict[str, Any] = {
         "steps": len(steps),
         "words": words,
@@ -198,6 +201,25 @@ def plan_metrics(doc: PlanDoc, *, description: str = "",
     }
     m["quality"] = quality(m)
     return m
+
+
+def _instructions() -> tuple[str, ...]:
+    from agent.llm.prompts import INSTRUCTIONS
+
+    return INSTRUCTIONS
+
+
+def title_date_breaks(steps: Sequence[Any]) -> int:
+    """Steps whose title names months none of their own dated actions fall in (Leeds: "10-19
+    November: Preparation and Planning" over actions dated 19-28 October; Dublin: "1st January
+    2027" over 14-28 February)."""
+    breaks = 0
+    for st in steps:
+        named = {m for _y, m in fx.months_in(st.title)}
+        dated = fx.calendar_dates(st.text)
+        if named and dated and not any(d.month in named for d in dated):
+            breaks += 1
+    return breaks
 
 
 def order_breaks(steps: Sequence[Any]) -> int:
