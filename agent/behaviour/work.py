@@ -356,10 +356,24 @@ def _today(text: str) -> _dt.date | None:
         return None
 
 
+def _share(lo: _dt.date, hi: _dt.date, k: int, m: int) -> tuple[_dt.date, _dt.date]:
+    """The ``k``-th of ``m`` even parts of the days from ``lo`` to ``hi``."""
+    days = (hi - lo).days + 1
+    a = lo + _dt.timedelta(days=days * k // m)
+    b = lo + _dt.timedelta(days=days * (k + 1) // m - 1)
+    return a, max(a, b)
+
+
 def step_window(tree: Tree, node: NodeView) -> tuple[_dt.date, _dt.date] | None:
     """This step's part of the brief's dates: each split divides its parent's days evenly
     among its subgoals in their order (a split is ordered as the work is done), so the plan's
-    dates run from the first step to the last instead of bunching at the start."""
+    dates run from the first step to the last instead of bunching at the start. At the root,
+    two kinds of goal split otherwise:
+    - an event to get ready for: the step that holds it gets the event's own days, the steps
+      before it share the days to get ready, those after it the week after (Dublin, measured:
+      an even split put "Event Execution" on 7-17 February, the workshop being on 27-28);
+    - a journey: the steps arranged ahead (its bookings) share the weeks before it leaves,
+      the others its days (Barcelona's hotels were picked on the trip's first day)."""
     root = root_of(tree, node)
     rng = fx.date_range((root.brief or {}).get("dates", ""))
     if rng is None:
@@ -375,40 +389,24 @@ def step_window(tree: Tree, node: NodeView) -> tuple[_dt.date, _dt.date] | None:
         held = next((k for k, c in enumerate(sibs) if EVENT_DAY.search(c.title)), None) \
             if depth == 0 and event else None
         ahead = [k for k, c in enumerate(sibs) if fx.arranged_ahead(root.title, c.title)] if depth == 0 else []
-        if ahead and len(ahead) < len(sibs):
-            # a journey's bookings are made in the weeks before it leaves, its other steps on
-            # it: each group shares its own days, in order
-            today = _today(frame(tree, node).today)
-            lead = max(today or start, start - _dt.timedelta(days=fx.BOOKING_DAYS))
-            group = ahead if i in ahead else [k for k in range(len(sibs)) if k not in ahead]
-            lo, hi = (lead, max(lead, start - _dt.timedelta(days=1))) if i in ahead else (start, end)
-            k, m = group.index(i), len(group)
-            days = (hi - lo).days + 1
-            a = lo + _dt.timedelta(days=days * k // m)
-            b = lo + _dt.timedelta(days=days * (k + 1) // m - 1)
-            start, end = a, max(a, b)
-            continue
-        if held is not None:
-            # the step that holds the event gets its days, those before it the days to get
-            # ready, those after it the week after (Dublin, measured: an even split put "Event
-            # Execution" on 7-17 February, the brief's workshop on 27-28 February)
+        if held is not None and event is not None:
             if i == held:
                 start, end = event
-                continue
-            if i < held:
-                lo, hi, k, m = start, max(start, event[0] - _dt.timedelta(days=1)), i, held
+            elif i < held:
+                start, end = _share(start, max(start, event[0] - _dt.timedelta(days=1)), i, held)
             else:
-                lo, hi = event[1] + _dt.timedelta(days=1), event[1] + _dt.timedelta(days=fx.WRAP_UP_DAYS)
-                k, m = i - held - 1, len(sibs) - held - 1
-            days = (hi - lo).days + 1
-            a = lo + _dt.timedelta(days=days * k // m)
-            b = lo + _dt.timedelta(days=days * (k + 1) // m - 1)
-            start, end = a, max(a, b)
-            continue
-        days = (end - start).days + 1
-        a = start + _dt.timedelta(days=days * i // len(sibs))
-        b = start + _dt.timedelta(days=days * (i + 1) // len(sibs) - 1)
-        start, end = a, max(a, b)
+                start, end = _share(event[1] + _dt.timedelta(days=1), event[1] + _dt.timedelta(days=fx.WRAP_UP_DAYS),
+                                    i - held - 1, len(sibs) - held - 1)
+        elif ahead and len(ahead) < len(sibs):
+            if i in ahead:
+                today = _today(frame(tree, node).today)
+                lead = max(today or start, start - _dt.timedelta(days=fx.BOOKING_DAYS))
+                start, end = _share(lead, max(lead, start - _dt.timedelta(days=1)), ahead.index(i), len(ahead))
+            else:
+                rest = [k for k in range(len(sibs)) if k not in ahead]
+                start, end = _share(start, end, rest.index(i), len(rest))
+        else:
+            start, end = _share(start, end, i, len(sibs))
     return start, end
 
 
