@@ -157,7 +157,7 @@ CHORE = re.compile(
     r"research(?:ing)?|(?:initial |final |pre-?trip )?planning|finali[sz](?:e|ing)(?: the plan)?|"
     r"plan(?:ning)? (?:phase|stage)|preparation and (?:research|planning)|"
     # money and people about the work ("Prepare the Budget", "Assign Tasks": Cardiff, measured)
-    r"(?:prepar|set|creat|mak|build|establish|plan)\w* (?:the |a )?budget|budget(?:ing|s)?|"
+    r"(?:prepar|set|creat|mak|build|establish|plan)\w* (?:the |a )?budget|budgeting$|"
     r"assign\w* (?:the )?(?:tasks|roles|responsibilities))\b",
     re.IGNORECASE,
 )
