@@ -985,29 +985,6 @@ def test_money_set_aside_is_not_money_spent():
     assert "750" not in out and "(300 EUR)" not in out and "(450 EUR)" in out
 
 
-def test_a_journeys_bookings_are_made_in_the_weeks_before_it_leaves():
-    """Barcelona, 2026-12-05: the hotels picked on the trip's first day; Lisbon: travel insurance
-    bought in the middle of the trip."""
-    from agent.core import facts as fx
-
-    title = "Plan a four-day family trip to Barcelona in April for two adults and two children on 2,000 euros"
-    assert fx.arranged_ahead(title, "Select Accommodations") and not fx.arranged_ahead(title, "Plan Activities")
-    assert not fx.arranged_ahead("Organise a book fair in Glasgow in October", "Book the venue")  # not a journey
-    g = goal(U, title=title, scorers=3, quorum=2, brief=True, max_depth=1)
-    top = proposal(D1, g.id, ["Book Flights", "Select Accommodations", "Day 1 and 2: Gothic Quarter",
-                              "Day 3 and 4: Montjuic"], wall=10)
-    evs = [g, brief(U, g.id, dates="2027-04-01 to 2027-04-04", currency="EUR", budget="2000 EUR"), top]
-    evs += [precommit(s, g.id, top.id, wall=20 + i) for i, s in enumerate(S[:2])]
-    tree = derive(fold(evs), T0 + 1000)
-    windows = [work.step_window(tree, tree.node(f"{top.id}/{i}")) for i in range(4)]
-    assert windows == [(date(2027, 3, 4), date(2027, 3, 17)), (date(2027, 3, 18), date(2027, 3, 31)),
-                       (date(2027, 4, 1), date(2027, 4, 2)), (date(2027, 4, 3), date(2027, 4, 4))]
-    hotel = tree.node(f"{top.id}/1")
-    assert work.result_checks(tree, hotel, "- Book the Hotel Jazz for 3 nights for 2 adults and 2 children "
-                                           "(450 EUR; 2027-03-20).\n- Pay the deposit by card (2027-03-20).",
-                              synthesis=False) == []
-
-
 def test_a_word_cut_with_two_dots_is_a_fragment():
     # Dublin, 2026-12-05: "Purchase workshop materials for specific cod.." (a clipped prompt copied)
     from agent.core import facts as fx

@@ -349,13 +349,6 @@ def _earlier_attempt(node: NodeView) -> tuple[str, list[str]]:
     return text, list(dict.fromkeys(feedback))
 
 
-def _today(text: str) -> _dt.date | None:
-    try:
-        return _dt.date.fromisoformat(text) if text else None
-    except ValueError:
-        return None
-
-
 def _share(lo: _dt.date, hi: _dt.date, k: int, m: int) -> tuple[_dt.date, _dt.date]:
     """The ``k``-th of ``m`` even parts of the days from ``lo`` to ``hi``."""
     days = (hi - lo).days + 1
@@ -367,13 +360,10 @@ def _share(lo: _dt.date, hi: _dt.date, k: int, m: int) -> tuple[_dt.date, _dt.da
 def step_window(tree: Tree, node: NodeView) -> tuple[_dt.date, _dt.date] | None:
     """This step's part of the brief's dates: each split divides its parent's days evenly
     among its subgoals in their order (a split is ordered as the work is done), so the plan's
-    dates run from the first step to the last instead of bunching at the start. At the root,
-    two kinds of goal split otherwise:
-    - an event to get ready for: the step that holds it gets the event's own days, the steps
-      before it share the days to get ready, those after it the week after (Dublin, measured:
-      an even split put "Event Execution" on 7-17 February, the workshop being on 27-28);
-    - a journey: the steps arranged ahead (its bookings) share the weeks before it leaves,
-      the others its days (Barcelona's hotels were picked on the trip's first day)."""
+    dates run from the first step to the last instead of bunching at the start. At the root of
+    an event to get ready for, the step that holds it gets the event's own days, the steps
+    before it share the days to get ready, those after it the week after (Dublin, measured: an
+    even split put "Event Execution" on 7-17 February, the workshop being on 27-28)."""
     root = root_of(tree, node)
     rng = fx.date_range((root.brief or {}).get("dates", ""))
     if rng is None:
@@ -388,7 +378,6 @@ def step_window(tree: Tree, node: NodeView) -> tuple[_dt.date, _dt.date] | None:
             return None
         held = next((k for k, c in enumerate(sibs) if EVENT_DAY.search(c.title)), None) \
             if depth == 0 and event else None
-        ahead = [k for k, c in enumerate(sibs) if fx.arranged_ahead(root.title, c.title)] if depth == 0 else []
         if held is not None and event is not None:
             if i == held:
                 start, end = event
@@ -397,14 +386,6 @@ def step_window(tree: Tree, node: NodeView) -> tuple[_dt.date, _dt.date] | None:
             else:
                 start, end = _share(event[1] + _dt.timedelta(days=1), event[1] + _dt.timedelta(days=fx.WRAP_UP_DAYS),
                                     i - held - 1, len(sibs) - held - 1)
-        elif ahead and len(ahead) < len(sibs):
-            if i in ahead:
-                today = _today(frame(tree, node).today)
-                lead = max(today or start, start - _dt.timedelta(days=fx.BOOKING_DAYS))
-                start, end = _share(lead, max(lead, start - _dt.timedelta(days=1)), ahead.index(i), len(ahead))
-            else:
-                rest = [k for k in range(len(sibs)) if k not in ahead]
-                start, end = _share(start, end, rest.index(i), len(rest))
         else:
             start, end = _share(start, end, i, len(sibs))
     return start, end

@@ -485,26 +485,6 @@ def event_days(goal: str, length: int | None) -> int | None:
     return length if length and length <= 3 else None
 
 
-BOOKING_DAYS = 28  # before a journey: when its bookings are made
-
-
-# the steps of a journey that are arranged before it leaves ("Select Accommodations", "Book
-# Flights", "Travel Insurance"), and those that happen on it ("Plan Activities", "Select Meals")
-_ARRANGED = re.compile(r"^(?:book\w*|reserv\w*|select\w*|choos\w*|arrang\w*|budget\w*|assess\w* (?:the )?budget|"
-                       r"(?:plan\w* |arrang\w* |select\w* )?(?:accommodations?|lodging|hotels?|flights?|"
-                       r"transport\w*|travel (?:insurance|documents)|visas?|insurance|packing|getting there)\b)",
-                       re.IGNORECASE)
-_ON_THE_WAY = re.compile(r"\b(?:activit\w+|sights?\w*|itinerar\w+|explor\w+|visit\w*|day \d|tours?|meals?|food|"
-                         r"din\w+|eat\w*|museums?|beach\w*|enjoy\w*|excursions?|return\w*)\b", re.IGNORECASE)
-
-
-def arranged_ahead(goal: str, title: str) -> bool:
-    """Whether a step of a journey is arranged before it leaves (its bookings): Barcelona's
-    plan picked its hotels on the trip's first day, Lisbon's bought travel insurance in the
-    middle of the trip (measured, 2026-12-05)."""
-    return bool(_JOURNEY.search(goal)) and bool(_ARRANGED.match(title.strip())) and not _ON_THE_WAY.search(title)
-
-
 WRAP_UP_DAYS = 7  # after an event: what is returned, paid, thanked and counted
 
 
