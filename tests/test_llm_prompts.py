@@ -175,8 +175,11 @@ def test_a_steps_key_content_is_written_by_code_from_its_result():
     f = fx.brief_facts({"budget": "5000 EUR", "currency": "EUR", "dates": "2027-04-01 to 2027-04-14"}, GOAL)
     result = ("- Book a ryokan in Gion for three nights (450 EUR; 2027-04-06).\n"
               "- Take the Kintetsu line to Nara (20 EUR; 2027-04-08).\n- Walk the Philosopher's Path.")
-    assert fx.key_line(result, f) == ("Book a ryokan in Gion for three nights; take the Kintetsu line to Nara "
-                                      "(470 EUR in all; 2027-04-06 to 2027-04-08).")
+    assert fx.key_line(result, f) == ("Book a ryokan in Gion for three nights; take the Kintetsu line to Nara; "
+                                      "and 1 more (step total 470 EUR; 2027-04-06 to 2027-04-08).")
+    # every action shown: nothing more to count
+    assert fx.key_line(result, f, actions=3).endswith("walk the Philosopher's Path (step total 470 EUR; "
+                                                      "2027-04-06 to 2027-04-08).")
     # a step that is itself a synthesis: its summary's first sentence
     assert fx.key_line("Kyoto for four days. Then Nara.\n\n1. Gion: ...", f) == "Kyoto for four days."
 

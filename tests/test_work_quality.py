@@ -663,7 +663,7 @@ def test_a_steps_cost_reads_the_same_in_its_key_line_and_in_the_cost_list():
               "- Visit the Princes Street Gardens with the group (200 GBP) (2027-06-02).\n"
               "- Hire a coach for the three days (1,000 GBP; 2027-06-01).")
     assert fx.costs_of(result, facts) == 1230
-    assert "1,230 GBP in all" in fx.key_line(result, facts)
+    assert "step total 1,230 GBP" in fx.key_line(result, facts)
     assert fx.cost_lines([("Exploring Edinburgh", result)], facts)[0] == "- Exploring Edinburgh: 1,230 GBP"
     # the budget said again inside an action is not a cost
     assert fx.costs_of("- Keep the total under 1,000 GBP for the trip.", facts) == 0
@@ -805,6 +805,12 @@ def test_an_event_of_a_stated_length_is_got_ready_for_before_it():
                                   "2026-12-05")
     assert trip["duration"] == "3 days" and trip["dates"] == "2027-06-01 to 2027-06-03"
     assert facts.brief_problems({"duration": "1 day"}, fair) != []  # shorter than the event itself
+    # run and teach put an event on too (Edinburgh, 2026-12-05: every step on the course's days)
+    course = "Run a two-day beginners' photography course for 12 adults in Edinburgh in May"
+    b = facts.normalized_brief({"duration": "2 days", "dates": "2027-05-01 to 2027-05-02"}, course, "2026-12-05")
+    assert b["duration"].startswith("6 weeks to get ready, then the event on 2027-05-")
+    assert facts.prepared_event("Teach a weekend pottery class in Cork in March")
+    assert not facts.prepared_event("Run a vegetable garden in May")
 
 
 def test_a_summary_gives_of_money_only_the_total_the_steps_add_up_to():
@@ -948,6 +954,17 @@ def test_the_step_that_holds_the_event_gets_its_days_and_the_wrap_up_the_week_af
     windows = [work.step_window(tree, tree.node(f"{top.id}/{i}")) for i in range(4)]
     assert windows == [(date(2027, 1, 16), date(2027, 2, 5)), (date(2027, 2, 6), date(2027, 2, 26)),
                        (date(2027, 2, 27), date(2027, 2, 28)), (date(2027, 3, 1), date(2027, 3, 7))]
+    # the event's step is written as its programme, the others as things to arrange (Edinburgh,
+    # 2026-12-05: a course's two days held only its logistics, and the reader missed its topics)
+    P = prompts
+    asks = [work.execute_req(tree, tree.node(f"{top.id}/{i}"), seed=1).prompt for i in range(4)]
+    assert [P.PROGRAMME_INSTRUCTION in a for a in asks] == [False, False, True, False]
+    assert all(P.EXECUTE_INSTRUCTION in a for k, a in enumerate(asks) if k != 2)
+    plain = goal(U, title="Write a family cookbook of 40 recipes", scorers=3, quorum=2, brief=True, max_depth=1)
+    top2 = proposal(D1, plain.id, ["Collect recipes", "Event Execution"], wall=10)
+    tree2 = derive(fold([plain, brief(U, plain.id, duration="3 months"), top2]
+                        + [precommit(s, plain.id, top2.id, wall=20 + i) for i, s in enumerate(S[:2])]), T0 + 1000)
+    assert not work.holds_the_event(tree2, tree2.node(f"{top2.id}/1"))  # not an event to get ready for
     wrap = tree.node(f"{top.id}/3")
     assert work.outside_plan_dates(tree, wrap, "- Email the 25 teenagers a survey (2027-03-02).") is None
     assert "after the plan's last day" in work.outside_plan_dates(tree, wrap, "- Email a survey (2027-03-20).")

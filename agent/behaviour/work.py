@@ -391,6 +391,15 @@ def step_window(tree: Tree, node: NodeView) -> tuple[_dt.date, _dt.date] | None:
     return start, end
 
 
+def holds_the_event(tree: Tree, node: NodeView) -> bool:
+    """Whether this step is the event itself: the first step of an event's root split that
+    names its day (``scoring.EVENT_DAY``), the one ``step_window`` gives the event's days."""
+    root = root_of(tree, node)
+    if node.parent != root.id or fx.event_span(root.brief or {}, root.title) is None:
+        return False
+    return next((c.id for c in root.children if EVENT_DAY.search(c.title)), None) == node.id
+
+
 def step_budget(tree: Tree, node: NodeView) -> tuple[float, float, float] | None:
     """(the whole budget, what the other done leaves spend, this step's share): each split
     divides its parent's share evenly among its subgoals, as the dates are divided, so the
@@ -427,6 +436,7 @@ def execute_req(tree: Tree, node: NodeView, seed: int | None) -> LLMRequest:
         money=(money[1], money[2]) if money else None,
         window=(win[0].isoformat() if win[0] == win[1] else f"{win[0].isoformat()} to {win[1].isoformat()}")
         if win else "",
+        programme=holds_the_event(tree, node),
     )
 
 

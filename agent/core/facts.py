@@ -164,7 +164,8 @@ def costs_of(text: str, facts: "BriefFacts") -> float:
 
 def key_line(result: str, facts: "BriefFacts", *, actions: int = 2) -> str:
     """A step's key content in one line, written by code from its result: its first actions
-    (without their figures), then what the whole step costs and when it happens; for a step
+    (without their figures) and how many more it has, then what the whole step costs and when
+    it happens; for a step
     that is itself a synthesis, the first sentence of its summary."""
     lines = [ln.strip() for ln in str(result).splitlines() if ln.strip()]
     acts = [ln.lstrip("-*• ").strip() for ln in lines if ln.startswith(("-", "*", "•"))]
@@ -178,13 +179,18 @@ def key_line(result: str, facts: "BriefFacts", *, actions: int = 2) -> str:
             dos.append(a[:1].lower() + a[1:] if dos else a)
     cost = sum(action_costs(result, facts)) if facts.currency else 0.0
     dates = sorted({d for ln in acts for d in calendar_dates(ln)})
+    # the step's figures are said to be the whole step's, and the actions left out are
+    # counted: "prepare the cameras and lighting (600 GBP in all)" read as 600 GBP of
+    # equipment when 500 of it was the venue, a third action not shown (Edinburgh, measured)
+    more = len(acts) - len(dos)
     extra = []
     if cost > 0:
-        extra.append(f"{cost:,.0f} {facts.currency} in all")
+        extra.append(f"step total {cost:,.0f} {facts.currency}")
     if dates:
         extra.append(dates[0].isoformat() if dates[0] == dates[-1]
                      else f"{dates[0].isoformat()} to {dates[-1].isoformat()}")
-    return "; ".join(dos) + (f" ({'; '.join(extra)})" if extra else "") + "."
+    return ("; ".join(dos) + (f"; and {more} more" if dos and more > 0 else "")
+            + (f" ({'; '.join(extra)})" if extra else "") + ".")
 
 
 def cost_lines(steps: Sequence[tuple[str, str]], facts: "BriefFacts") -> list[str]:
@@ -636,8 +642,11 @@ def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> di
 
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _ON_WEEKDAY = re.compile(r"\bon (?:an? |one )?(" + "|".join(_WEEKDAYS) + r")\b", re.IGNORECASE)
+# "run" and "teach" as the one who puts it on: "Run a two-day photography course in May" got
+# no time to get ready (measured, 2026-12-05: every step dated on the course's two days)
 _PREPARES = re.compile(r"\b(?:organi[sz](?:e|es|ed|ing)|host(?:s|ed|ing)?|arrang\w+|throw(?:s|ing)?|stag(?:e|ing)|"
-                       r"hold(?:s|ing)?|prepar\w+|plan(?:s|ned|ning)?)\b(?!\s+(?:a |an |the |my |our )?(?:\w+\s+){0,2}(?:garden|vegetables?|"
+                       r"hold(?:s|ing)?|prepar\w+|plan(?:s|ned|ning)?|run(?:s|ning)?|teach(?:es|ing)?)\b"
+                       r"(?!\s+(?:a |an |the |my |our )?(?:\w+\s+){0,2}(?:garden|vegetables?|"
                        r"trees?|seeds?)\b(?!\s+part))", re.I)
 _JOURNEY = re.compile(r"\b(?:trips?|travel\w*|visit\w*|holidays?|vacations?|tours?|journey\w*|honeymoon|"
                       r"itinerar\w+|backpack\w*|cruise)\b", re.I)

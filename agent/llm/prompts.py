@@ -599,6 +599,16 @@ DRAFT_RULE = ("Its actions carry out the draft in order: keep the places, produc
               "wrong for the goal or belongs to another step, and add what is missing.")
 
 
+# the step that holds an event, asked for actions like any other, listed the logistics of
+# getting ready (book the venue, assign the instructors) on the event's own days, and nothing of
+# what happens there; one direct call's plan of a photography course gave its two days' topics,
+# and a blind reader followed it for that (Edinburgh, measured 2026-12-05)
+PROGRAMME_INSTRUCTION = (
+    "This step is the event itself: write its programme, 4 to 6 parts in the order they happen. do: the "
+    "time of day and what happens then, with its content (for a course or workshop, what that session "
+    "teaches and does; for a party or fair, what is on and who runs it).")
+
+
 def execute_request(
     frame: Frame,
     *,
@@ -614,8 +624,11 @@ def execute_request(
     seed: int | None = None,
     window: str = "",
     money: tuple[float, float] | None = None,
+    programme: bool = False,
 ) -> LLMRequest:
-    """``window``: this step's part of the brief's dates (agent.behaviour.work.step_window);
+    """``programme``: the step is the event itself, written as what happens when
+    (``PROGRAMME_INSTRUCTION``) rather than as things to arrange;
+    ``window``: this step's part of the brief's dates (agent.behaviour.work.step_window);
     ``money``: (what the steps done so far spend, this step's share of the budget).
     ``parent_split``: the parent's split in order, this step at ``position`` (1-based);
     ``follows``: (title, result) of the earlier steps this one needs; ``decided``: other
@@ -664,7 +677,7 @@ def execute_request(
         if feedback:
             lines.append("Why: " + " | ".join(_clip(f, 160) for f in feedback[:4]))
     lines.append(
-        EXECUTE_INSTRUCTION + " cost: what this action pays" + (f", in {currency}," if currency else "")
+        (PROGRAMME_INSTRUCTION if programme else EXECUTE_INSTRUCTION) + " cost: what this action pays" + (f", in {currency}," if currency else "")
         + " for everyone in the brief, priced on its own ('' if it pays nothing). when: the date (YYYY-MM-DD) or deadline, within "
         + ("this step's part of the schedule" if window else "the brief's dates") + ", or ''. "
         + EXECUTE_RULES
@@ -674,6 +687,7 @@ def execute_request(
         "parent_split": parent_split, "position": position,
         "follows": [list(f) for f in follows], "decided": [list(d) for d in decided],
         "previous": previous, "feedback": feedback, "window": window, "budget_share": share,
+        "programme": programme,
     }, 0.6, seed)
 
 
@@ -853,7 +867,8 @@ SYNTHESIS_STEPS = "steps{of}, in order, with what each does:"
 # what a result must not say back (a small model echoes its instructions as content; measured:
 # a beach clean-up's summary "The 3 steps, in order, with what each does are as follows: 1. ...",
 # its first step copied in full)
-INSTRUCTIONS = (EXECUTE_INSTRUCTION, EXECUTE_RULES, DRAFT_RULE, SYNTHESIS_SUMMARY, SYNTHESIS_STEPS.format(of=""))
+INSTRUCTIONS = (EXECUTE_INSTRUCTION, PROGRAMME_INSTRUCTION, EXECUTE_RULES, DRAFT_RULE, SYNTHESIS_SUMMARY,
+                SYNTHESIS_STEPS.format(of=""))
 
 
 def synthesis_request(frame: Frame, *, path: Sequence[str], title: str, description: str,
