@@ -9,7 +9,7 @@ sync), the fault plan (`faults.py`: when partitions, crashes and pauses happen),
 (`llm.py`: slow, failing and garbage-answering), and here what a fault does to an agent:
 crashes and restarts from the stored log (with a torn last write), pauses longer than a
 lease, per-agent clock skew, Byzantine members within the documented bound. One seed gives
-one run; `agent.sim.checker` checks the invariants after every step.
+one run; `agent.drivers.sim.checker` checks the invariants after every step.
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ from .faults import schedule_faults
 from .llm import SimLLM
 from .network import SimNetwork
 
-CLOCK_CHECK_MS = 500  # how often a runtime re-estimates its clock (agent.runtime housekeeping)
+# how often a runtime re-estimates its clock (agent.drivers.real.runtime housekeeping)
+CLOCK_CHECK_MS = 500
 
 
 
@@ -250,7 +251,8 @@ class Simulation:
         return at_ms - a.skew + a.clock.correction_ms
 
     def _sample_clock(self, a: SimAgent, ev: Event) -> None:
-        """A fresh event of a peer: its stamp against our uncorrected clock (agent.runtime)."""
+        """A fresh event of a peer: its stamp against our uncorrected clock
+        (agent.drivers.real.runtime)."""
         raw_now = self.now + a.skew
         a.clock.observe(ev.author, ev.hlc.wall, ev.hlc.logical, raw_now)
         if raw_now - a.clock_checked >= CLOCK_CHECK_MS:  # the runtime re-estimates every 0.5 s
@@ -289,7 +291,7 @@ class Simulation:
         offer = b.intake.offer(ev, source, now)
         if offer.status in (Status.ACCEPTED, Status.HELD) and source != "self" and not source.startswith("sync") \
                 and ev.author != b.me and counts_for_clock(b.intake.plan.members, ev):
-            # (a pending event's stamp is not checked yet: agent.runtime)
+            # (a pending event's stamp is not checked yet: agent.drivers.real.runtime)
             self._sample_clock(b, ev)
         if ev in offer.accepted and source != "self":
             b.shell.delivered(ev, source, now)
