@@ -23,7 +23,7 @@ from typing import Any
 from agent.behaviour import make as make_behaviour, strategy_for
 from agent.behaviour.base import Behaviour
 from agent.behaviour.effects import (
-    Ask, Cancel, Count, Effect, Log, Metric, Observe, Publish, PublishFailed, SyncDone,
+    Ask, Cancel, Count, Effect, Log, Observe, Publish, PublishFailed, SyncDone,
     SyncPeers, WakeAt,
 )
 from agent.core.events import (
@@ -37,7 +37,7 @@ from agent.core.plan import Plan
 from agent.core.reasons import Rejected
 from agent.core.skew import ClockCorrection, counts_for_clock, hold_back_until
 from agent.core.tree import Tree
-from agent.shell import AgentShell, Tally, route
+from agent.shell import AgentShell, route
 from agent.store import MemoryLog
 
 from .checker import Checker
@@ -49,6 +49,7 @@ from .config import START_MS, SimConfig
 from .faults import schedule_faults
 from .llm import SimLLM
 from .network import SimNetwork
+from .stats import SimStats
 
 # how often a runtime re-estimates its clock (agent.drivers.real.runtime housekeeping)
 CLOCK_CHECK_MS = 500
@@ -110,34 +111,6 @@ class SimAgent:
 
     def tree(self, now: int) -> Tree:
         return self.shell.tree(now)
-
-
-@dataclass
-class SimStats:
-    steps: int = 0
-    events_published: int = 0
-    deliveries: int = 0
-    lost: int = 0
-    duplicated: int = 0
-    llm_calls: dict[str, int] = field(default_factory=dict)
-    llm_cancelled: int = 0
-    llm_wasted: int = 0  # answers that arrived for work nobody wanted any more
-    tally: Tally = field(default_factory=Tally)  # the behaviours' metric effects
-    rejected: dict[str, int] = field(default_factory=dict)
-    injected: list[str] = field(default_factory=list)
-    done_ms: int | None = None
-    virtual_ms: int = 0
-    held_back: int = 0  # publishes that waited for the agent's stamps to be within the bound
-    executions: dict[str, set] = field(default_factory=dict)  # task -> claims that spent LLM work on it
-
-    @property
-    def metrics(self) -> dict[str, float]:
-        return self.tally.totals
-
-    @property
-    def first_round_tables(self) -> list[int]:
-        """Per first-round prevote, the proposals on the table."""
-        return [int(v) for v in self.tally.observed.get(Metric.PROPOSALS_SCORED.value, [])]
 
 
 class Simulation:
