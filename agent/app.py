@@ -17,11 +17,11 @@ from agent.behaviour import make as make_behaviour, strategy_for
 from agent.core.backoff import Backoff
 from agent.behaviour.base import Behaviour
 from agent.core.events import Hello
-from agent.driver import Driver, declare_llm_series
+from agent.drivers.real.driver import Driver, declare_llm_series
 from agent.goals import SubmitError, choose_electorate, make_goal
 from agent.supervise import _sleep_backoff, supervise
 from agent.llm.base import LLMError, LLMUnavailable
-from agent.runtime import NotMember, Runtime, open_runtime, wall_ms
+from agent.drivers.real.runtime import NotMember, Runtime, open_runtime, wall_ms
 from agent.settings import Settings
 
 RESTART = 75  # exit status: this slot has a new identity; start again (EX_TEMPFAIL)

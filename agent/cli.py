@@ -82,8 +82,8 @@ def simulate(
     """Run the real behaviours in virtual time under injected faults; check the invariants."""
     import time
 
-    from agent.sim import Faults, SimConfig
-    from agent.sim.checker import INVARIANTS
+    from agent.drivers.sim import Faults, SimConfig
+    from agent.drivers.sim.checker import INVARIANTS
 
     try:
         fault_cfg = Faults.parse(faults)
@@ -93,7 +93,7 @@ def simulate(
                      max_depth=max_depth, max_children=max_children, max_rounds=max_rounds,
                      token_budget=token_budget, faults=fault_cfg, trace=trace)
     if seeds is not None:
-        from agent.sim.sweep import parse_seeds, summarize, sweep
+        from agent.drivers.sim.sweep import parse_seeds, summarize, sweep
 
         try:
             seed_list = parse_seeds(seeds)
@@ -124,7 +124,7 @@ def simulate(
         raise typer.Exit(1 if s.failed else 0)
 
     from agent.core.tree import derive
-    from agent.sim import Simulation
+    from agent.drivers.sim import Simulation
 
     sim = Simulation(base)
     sim.run()

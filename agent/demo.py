@@ -23,7 +23,7 @@ from agent.core.events import Goal
 from agent.progress import PlanProgress
 from agent.core.identity import Identity
 from agent.render import markdown_plan, rich_tree
-from agent.runtime import load_identity, open_runtime
+from agent.drivers.real.runtime import load_identity, open_runtime
 from agent.net.swarmkey import generate_swarm_key
 from agent.settings import load_settings
 

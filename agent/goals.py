@@ -9,7 +9,7 @@ import unicodedata
 import trio
 
 from agent.core.events import Goal, PlanParams
-from agent.runtime import Runtime
+from agent.drivers.real.runtime import Runtime
 from agent.settings import Settings
 
 

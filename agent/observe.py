@@ -12,7 +12,7 @@ from rich.live import Live
 
 from agent.core.tree import NodeState
 from agent.render import markdown_plan, rich_tree
-from agent.runtime import Runtime
+from agent.drivers.real.runtime import Runtime
 
 
 async def show(rt: Runtime, *, console: Console | None = None) -> None:

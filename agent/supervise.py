@@ -9,7 +9,7 @@ import trio
 
 from agent import metrics
 from agent.core.backoff import Backoff
-from agent.runtime import Runtime, wall_ms
+from agent.drivers.real.runtime import Runtime, wall_ms
 
 
 async def _sleep_backoff(backoff: Backoff, log: Any, exc: Exception, what: str) -> None:

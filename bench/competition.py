@@ -12,7 +12,7 @@ from pathlib import Path
 sys.path.insert(0, ".")
 from agent.core.plan import fold  # noqa: E402
 from agent.logfile import read_log  # noqa: E402
-from agent.sim.measure import competition  # noqa: E402
+from agent.drivers.sim.measure import competition  # noqa: E402
 
 if __name__ == "__main__":
     for arg in sys.argv[1:]:

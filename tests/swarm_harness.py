@@ -15,7 +15,7 @@ from agent.core.plan import Plan
 from agent.core.tree import derive
 from agent.demo import ROLES_OF, Child, DemoConfig, child_env, issue_credential_file, plan_children, stop
 from agent.logfile import read_log
-from agent.runtime import Runtime, open_runtime
+from agent.drivers.real.runtime import Runtime, open_runtime
 from agent.settings import load_settings
 
 FAST_ENV = {
@@ -74,7 +74,7 @@ class LocalSwarm:
     def add(self, role: str, count: int) -> list[Child]:
         """Start more agents of a role, peered with everyone (scaling up while a plan runs)."""
         from agent.demo import free_port
-        from agent.runtime import load_identity
+        from agent.drivers.real.runtime import load_identity
 
         new = []
         for _ in range(count):

@@ -14,7 +14,7 @@ import trio
 
 from agent.bench.critical import CATEGORIES, CriticalPath, breakdown, llm_calls
 from agent.behaviour.timing import NetMeter
-from agent.central import Central, bench_identity
+from agent.drivers.central import Central, bench_identity
 from agent.llm.scripted import ScriptedLLM
 
 
@@ -144,7 +144,7 @@ def test_work_done_ahead_of_a_decision_counts_only_after_it_and_a_dead_one_is_wa
     """A decomposer that started on a child before its split was decided: only the LLM time
     after the decision lies on the critical path; a call for a child that never came to be is
     wasted."""
-    from agent.central import CallRecord
+    from agent.drivers.central import CallRecord
     from agent.core.plan import child_id
     from builders import T0, goal, ident, precommit, proposal
 

@@ -21,8 +21,8 @@ import trio
 
 from agent.bench.realmodel import TreeSampler, call_figures, in_flight_mean
 from agent.bench.swarm import parse_agent_log
-from agent.central import CallRecord
-from agent.driver import ask
+from agent.drivers.central import CallRecord
+from agent.drivers.real.driver import ask
 from agent.llm.base import LLM, Answer, LLMRequest
 from agent.llm.answers import Text
 from agent.llm.answers import Answer as AnswerModel

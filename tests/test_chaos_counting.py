@@ -1,5 +1,6 @@
 """The chaos suite's count of executions per task, on log records shaped as the driver writes
-them (agent.driver: llm.call with the node, then llm.answer or llm.cancelled by ticket)."""
+them (agent.drivers.real.driver: llm.call with the node, then llm.answer or llm.cancelled by
+ticket)."""
 
 from support.chaos import executions
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agent.core.events import decode_event
-from agent.runtime import load_identity
+from agent.drivers.real.runtime import load_identity
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -16,7 +16,7 @@ from agent import metrics
 from agent.core.events import Hello, sign_event
 from agent.core.hlc import Timestamp
 from agent.core.skew import SkewEstimator
-from agent.runtime import Runtime, load_identity
+from agent.drivers.real.runtime import Runtime, load_identity
 from agent.store import MemoryLog
 from agent.settings import load_settings
 

@@ -306,7 +306,7 @@ async def test_a_plan_survives_the_server_dying_and_coming_back(tmp_path):
     """The central driver plans a goal on the real model through the backend; the server is
     killed (SIGKILL) while calls are in flight and started again on the same port with a new
     key. The plan completes; the outage's failed calls are counted, and backed off (no loop)."""
-    from agent.central import Central
+    from agent.drivers.central import Central
 
     port, key_file = free_port(), tmp_path / "key"
 

@@ -18,7 +18,7 @@ from agent.core.hlc import Timestamp
 from agent.core.membership import Membership, issue_credential
 from agent.credentials import load_credential, write_new
 from agent.store import MemoryLog
-from agent.runtime import NotMember, Runtime, load_identity
+from agent.drivers.real.runtime import NotMember, Runtime, load_identity
 from agent.settings import load_settings
 from builders import AUTHORITY, ident, params
 

@@ -16,13 +16,13 @@ from agent.behaviour import Decomposer, Executor, Scorer
 from agent.core.backoff import Backoff
 from agent.core.events import Goal, Hello, sign_event
 from agent.core.hlc import Timestamp
-from agent.driver import Driver
+from agent.drivers.real.driver import Driver
 from agent.store import MemoryLog
 from agent.llm.base import LLM, LLMUnavailable
 from agent.llm.scripted import ScriptedLLM
 from agent.store import EventStore, StoreError
 from agent.net.sync_client import PeerSync, SyncReport
-from agent.runtime import Runtime, load_identity
+from agent.drivers.real.runtime import Runtime, load_identity
 from agent.settings import load_settings
 from builders import goal, ident, params, proposal
 
@@ -152,7 +152,7 @@ async def test_events_our_own_vote_unblocks_are_stored(tmp_path):
     by the chaos suite's torn-line scenario. (The claim is stamped after our precommit, as an
     honest executor's is: it came early only by gossip.)"""
     from agent.core.events import Vote
-    from agent.runtime import wall_ms
+    from agent.drivers.real.runtime import wall_ms
     from builders import T0, claim, precommit, prevote
 
     rt = make_rt(tmp_path, role="scorer", disk=True)

@@ -13,10 +13,10 @@ from agent.behaviour.effects import (
 from agent.behaviour.timing import STARTUP_GRACE_MS, Timing
 from agent.core.events import Hello
 from agent.core.intake import Intake
-from agent.driver import declare_llm_series, record
+from agent.drivers.real.driver import declare_llm_series, record
 from agent.llm.base import LLMRequest
 from agent.shell import AgentShell, Tally, route
-from agent.sim.byzantine import ForgedPublish
+from agent.drivers.sim.byzantine import ForgedPublish
 from agent.store import MemoryLog
 from builders import T0, goal, hello, ident
 

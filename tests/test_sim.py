@@ -10,8 +10,8 @@ from agent.behaviour import executor as executor_mod
 from agent.behaviour import scorer as scorer_mod
 from agent.core import consensus, leases as leases_mod
 from agent.core.tree import derive
-from agent.sim import Faults, SimConfig, Simulation
-from agent.sim.sweep import run_seed, summarize, sweep
+from agent.drivers.sim import Faults, SimConfig, Simulation
+from agent.drivers.sim.sweep import run_seed, summarize, sweep
 
 FAST = dict(limit_ms=60 * 60 * 1000)
 
@@ -160,7 +160,8 @@ def test_checker_catches_a_counted_result_that_changes(monkeypatch):
     # the delayed earlier claim came from clocks off by up to the skew fault: with clocks
     # corrected to the peers' (agent.core.skew) no seed of 0..59 showed it, so they are not
     from agent.core.skew import ClockCorrection
-    monkeypatch.setattr("agent.sim.world.ClockCorrection", lambda bound_ms: ClockCorrection(10**9))
+    monkeypatch.setattr("agent.drivers.sim.world.ClockCorrection",
+                        lambda bound_ms: ClockCorrection(10**9))
     # the chain rule also livelocks some tasks (results that never count are redone); a run
     # cut at 5 min of virtual time shows the change during the fault phase in seconds, where
     # the 2-hour default made one seed run for more than ten minutes
@@ -188,7 +189,8 @@ def test_checker_catches_work_an_uncorrected_fast_clock_wastes(monkeypatch):
     from agent.behaviour.effects import SyncPeers
     from agent.core.skew import ClockCorrection
 
-    monkeypatch.setattr("agent.sim.world.ClockCorrection", lambda bound_ms: ClockCorrection(10**9))
+    monkeypatch.setattr("agent.drivers.sim.world.ClockCorrection",
+                        lambda bound_ms: ClockCorrection(10**9))
     monkeypatch.setattr(executor_mod, "SyncPeers", lambda ticket, confirm=None: SyncPeers(ticket))
     sim = run(SimConfig(seed=4, faults=Faults.parse("skew")))
     assert "clock: executor-1 runs 30000 ms ahead" in sim.stats.injected
@@ -364,7 +366,7 @@ def test_scorers_scaled_up_mid_plan_never_vote_on_the_running_goal():
 def test_restarted_view_that_lost_a_received_result_converges_after_its_sync():
     """Seed 4668 in detail: before its sync, the restarted executor counts another result for
     the task (the checker ignores that provisional view); after it, the settled one again."""
-    from agent.sim.world import Simulation
+    from agent.drivers.sim.world import Simulation
 
     sim = Simulation(SimConfig(seed=4668, faults=Faults.all()))
     seen = []
@@ -391,7 +393,7 @@ def test_competition_counts_choices_among_splits_not_leaf_judgments():
     the splits to be scored): it neither makes a node 'voted' nor counts unjudged splits."""
     from agent.core.consensus import LEAF
     from agent.core.plan import fold
-    from agent.sim.measure import competition
+    from agent.drivers.sim.measure import competition
     from builders import goal, ident, prevote, proposal, score
 
     u, d1, d2 = ident("user"), ident("d1"), ident("d2")

@@ -11,8 +11,8 @@ from agent.goals import plan_params
 from agent.core.events import Goal
 from agent.core.tree import derive
 from agent.settings import load_settings
-from agent.sim import SimConfig, Simulation
-from agent.sim.world import sim_identity
+from agent.drivers.sim import SimConfig, Simulation
+from agent.drivers.sim.cast import sim_identity
 from agent.demo import ROLES_OF, issue_credential_file
 from swarm_harness import LocalSwarm, wait_ready
 

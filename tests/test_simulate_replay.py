@@ -10,7 +10,7 @@ import orjson
 from agent.core.plan import fold
 from agent.core.tree import derive
 from agent.logfile import read_log, write_log
-from agent.sim import Faults, SimConfig, Simulation
+from agent.drivers.sim import Faults, SimConfig, Simulation
 
 
 def run_cli(*args, check=True):

@@ -15,7 +15,7 @@ import trio
 from agent.core.events import Proposal, Subgoal, sign_event
 from agent.core.hlc import Timestamp
 from agent.store import MemoryLog
-from agent.runtime import Runtime, load_identity
+from agent.drivers.real.runtime import Runtime, load_identity
 from agent.settings import load_settings
 from agent.web.server import FormError, is_loopback, page_token, parse_goal_form, serve_web
 from agent.web.view import members_view

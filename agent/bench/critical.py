@@ -31,7 +31,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable
 
-from agent.central import CallRecord
+from agent.drivers.central import CallRecord
 from agent.core.consensus import LEAF, NIL
 from agent.core.events import Event
 from agent.core.plan import Plan, fold

@@ -33,7 +33,7 @@ from agent.bench.scale import _cpu_seconds, roles_for
 from agent.bench.swarm import write_key
 from agent.demo import DemoConfig, child_env, issue_credential_file, plan_children, stop
 from agent.procs import die_with_parent
-from agent.runtime import open_runtime
+from agent.drivers.real.runtime import open_runtime
 from agent.settings import load_settings
 
 

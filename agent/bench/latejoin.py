@@ -132,7 +132,7 @@ async def _join(root: Path, cfg: Any, children: list[Any], target: set[str], mod
                 timeout: float) -> dict[str, Any]:
     """Join; done when the joiner holds every event the peers' logs held when it started."""
     import agent.net.host  # noqa: F401  (libp2p's import, ~1-3 s, is not the join's)
-    from agent.runtime import open_runtime
+    from agent.drivers.real.runtime import open_runtime
     from agent.settings import load_settings
 
     settings = load_settings(swarm="demo", data_dir=root / f"joiner-{mode}", listen_host="127.0.0.1",

@@ -1,7 +1,7 @@
 """Coordination overhead: the same goal, tree bounds, agents and LLM latency run by the swarm
-(separate processes over libp2p on 127.0.0.1) and by the central baseline (agent.central), in
-one run, alternating, with repeats; makespans, their ratio, LLM calls by kind and the critical
-path of each."""
+(separate processes over libp2p on 127.0.0.1) and by the central baseline
+(agent.drivers.central), in one run, alternating, with repeats; makespans, their ratio, LLM
+calls by kind and the critical path of each."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import trio
 
 from agent.bench.critical import CATEGORIES, breakdown, llm_calls
 from agent.bench.swarm import run_swarm
-from agent.central import Central
+from agent.drivers.central import Central
 from agent.llm.scripted import ScriptedLLM
 
 GOAL = "Plan a two-week trip to Japan"

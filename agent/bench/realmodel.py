@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 import psutil
 
-from agent.central import CallRecord
+from agent.drivers.central import CallRecord
 
 GOAL = "Plan a two-week trip to Japan"
 # the demo's shape (agent.demo.DemoConfig's defaults)

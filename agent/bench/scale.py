@@ -24,7 +24,7 @@ import trio
 from agent.core.events import Goal
 from agent.demo import Child, DemoConfig, issue_credential_file, plan_children, start, stop
 from agent.goals import plan_params
-from agent.runtime import open_runtime
+from agent.drivers.real.runtime import open_runtime
 from agent.settings import load_settings
 from agent.bench.swarm import write_key
 

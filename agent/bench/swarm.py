@@ -17,10 +17,10 @@ import orjson
 import trio
 
 from agent.goals import plan_params
-from agent.central import CallRecord
+from agent.drivers.central import CallRecord
 from agent.core.events import Event, Goal
 from agent.demo import Child, DemoConfig, issue_credential_file, plan_children, start, stop
-from agent.runtime import open_runtime
+from agent.drivers.real.runtime import open_runtime
 from agent.settings import load_settings
 
 

@@ -8,8 +8,8 @@ recently, with ourselves counted as 0: one liar, or one other fast clock, cannot
 with a single peer nobody knows whose clock is wrong, so nothing moves.
 
 Pure: the caller passes every time (our uncorrected clock), the runtime decides what to do
-with the estimate (agent.runtime: stamps corrected by it, publishing held back while our
-clock's last stamp is still ahead of what peers accept).
+with the estimate (agent.drivers.real.runtime: stamps corrected by it, publishing held back
+while our clock's last stamp is still ahead of what peers accept).
 """
 
 from __future__ import annotations
@@ -86,9 +86,9 @@ class SkewEstimator:
 
 class ClockCorrection:
     """What an agent subtracts from its clock to stamp in step with its peers (one rule for
-    every driver: agent.runtime, agent.sim). Corrected only beyond ``bound_ms``, what peers
-    accept anyway: within it, a gossip delay of a second while the mesh forms (measured)
-    would pass for an offset."""
+    every driver: agent.drivers.real.runtime, agent.drivers.sim). Corrected only beyond
+    ``bound_ms``, what peers accept anyway: within it, a gossip delay of a second while the
+    mesh forms (measured) would pass for an offset."""
 
     def __init__(self, bound_ms: int, estimator: SkewEstimator | None = None) -> None:
         self.bound_ms = bound_ms

@@ -2,8 +2,8 @@
 call of the same model writes, on the same machine, measured the same way.
 
 - The swarm: the real behaviours (decomposers, scorers, executors) driven by the central
-  driver (agent.central: one process, no network, every LLM call the roles make, concurrently),
-  with the model under test. The plan is the folded tree, as any peer would hold it.
+  driver (agent.drivers.central: one process, no network, every LLM call the roles make,
+  concurrently), with the model under test. The plan is the folded tree, as any peer would hold it.
 - One call: the goal (and its description) in one prompt, "Write a complete, concrete plan for:
   ...", free text, with ``single_max_tokens`` for the answer.
 
@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from agent.central import Central
+from agent.drivers.central import Central
 from agent.eval.goals import GOALS, GOALS_VERSION, EvalGoal, goal_by_id
 from agent.eval.judging import judging_stats
 from agent.eval.metrics import aggregate, plan_metrics

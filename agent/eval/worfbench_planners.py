@@ -2,7 +2,7 @@
 
 - ``single``: one direct call of the model ("Write a complete, concrete plan for: ..."), its
   steps read as the benchmark reads a workflow (the numbered lines, in order);
-- ``swarm``: the swarm's behaviours (agent.central, with the same model) plan the title; its
+- ``swarm``: the swarm's behaviours (agent.drivers.central, with the same model) plan the title; its
   steps are the plan's ordered leaves, and, for the second score, each leaf followed by the
   sentences of its result (the actions its executor wrote).
 
@@ -20,7 +20,7 @@ from typing import Awaitable, Callable
 
 import trio
 
-from agent.central import Central
+from agent.drivers.central import Central
 from agent.eval.plans import from_text, from_tree_json
 from agent.eval.runner import EvalConfig, single_request
 from agent.eval.worfbench_run import PlannerOutput

@@ -1,9 +1,9 @@
 """What every driver keeps around one agent's behaviour, the same under all of them: the intake
 (validate, clock bound, fold), the event log, the tree the behaviour reads, what publishing
 files, and the view of the network the behaviour is handed. The drivers differ only in how
-they execute effects (agent.shell.effects): the real one over libp2p and trio
-(agent.runtime, agent.driver), the simulator in virtual time (agent.sim), the central
-baseline in one process (agent.central).
+they execute effects (agent.shell.effects), and they sit side by side in agent.drivers: the
+real one over libp2p and trio (real/: runtime.py, driver.py), the simulator in virtual time
+(sim/), the central baseline in one process (central.py).
 """
 
 from __future__ import annotations

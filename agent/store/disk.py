@@ -7,7 +7,8 @@ Crash safety:
   every earlier write durable, so a batch of received events costs one fsync, not one each
   (measured on this machine under load: 4.5 ms per fsync, 45 s for a 10,000-event join).
   ``durable`` is how many events are on disk for sure; the owner flushes before anything
-  depends on the rest (see agent/runtime.py: our own events, "has" answers, sync serving);
+  depends on the rest (see agent/drivers/real/runtime.py: our own events, "has" answers,
+  sync serving);
 - a failed append (ENOSPC, EIO, ...) is rolled back (truncate to the previous end), so what
   is there stays loadable, and is reported as :class:`StoreError`;
 - on open, a torn tail (a last line without its newline, or unparseable lines after the last

@@ -23,7 +23,7 @@ import orjson
 import trio
 
 from agent.core.tree import Tree
-from agent.runtime import Runtime
+from agent.drivers.real.runtime import Runtime
 
 from .view import Names, clock_offsets, members_view, nodes_view
 

@@ -49,9 +49,9 @@ from agent.goals import (
 from agent.supervise import supervise
 from agent.core.events import BRIEF_FIELDS, Brief, Goal, PlanParams, canonical, is_majority, majority
 from agent.core.reasons import Rejected
-from agent.driver import Driver
+from agent.drivers.real.driver import Driver
 from agent.render import markdown_plan
-from agent.runtime import NotMember, Runtime
+from agent.drivers.real.runtime import NotMember, Runtime
 from agent.settings import Settings
 
 from .hub import Hub

@@ -1,6 +1,7 @@
-"""Counting LLM calls from agents' log records (agent.driver writes ``llm.call`` with the node,
-then ``llm.answer`` or ``llm.cancelled`` by ticket). No import of ``agent``: scripts/skew_figures.py
-loads this file by its path to count the calls of a swarm that runs another checkout's code."""
+"""Counting LLM calls from agents' log records (agent.drivers.real.driver writes ``llm.call``
+with the node, then ``llm.answer`` or ``llm.cancelled`` by ticket). No import of ``agent``:
+scripts/skew_figures.py loads this file by its path to count the calls of a swarm that runs
+another checkout's code."""
 
 from __future__ import annotations
 

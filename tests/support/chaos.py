@@ -741,7 +741,7 @@ async def _watch_main(args: Any) -> None:
 
     from agent.goals import plan_params
     from agent.logging import configure_logging
-    from agent.runtime import open_runtime
+    from agent.drivers.real.runtime import open_runtime
     from agent.settings import load_settings
 
     configure_logging("json", "info")

@@ -3,60 +3,52 @@
 The agents are the real thing below the I/O line: the same shell (`agent.shell`: intake, log,
 tree, net view) and the same behaviour objects (`agent.behaviour`) as the trio runtime; this
 module holds the agents and is their second driver (it executes their effects in virtual
-time). What the world does to them is split by who owns it: the network (`network.py`: gossip
-delays with long tails, loss, duplication, reordering, partitions that heal, anti-entropy
-sync), the fault plan (`faults.py`: when partitions, crashes and pauses happen), the LLM
-(`llm.py`: slow, failing and garbage-answering), and here what a fault does to an agent:
-crashes and restarts from the stored log (with a torn last write), pauses longer than a
-lease, per-agent clock skew, Byzantine members within the documented bound. One seed gives
-one run; `agent.sim.checker` checks the invariants after every step.
+time). The rest is split by who owns it: who the agents are (`cast.py`: roles, keys,
+credentials, which members are Byzantine and what each runs), the network (`network.py`:
+gossip delays with long tails, loss, duplication, reordering, partitions that heal,
+anti-entropy sync), the fault plan (`faults.py`: when partitions, crashes and pauses happen),
+the LLM (`llm.py`: slow, failing and garbage-answering), what a run measured (`stats.py`).
+Here stay the agents' lives and their scheduling: one event queue in virtual time, what a
+fault does to an agent (crashes and restarts from the stored log, with a torn last write;
+pauses longer than a lease; per-agent clock skew), and the execution of their effects. One
+seed gives one run; `agent.drivers.sim.checker` checks the invariants after every step.
 """
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.behaviour import make as make_behaviour, strategy_for
+from agent.behaviour import strategy_for
 from agent.behaviour.base import Behaviour
 from agent.behaviour.effects import (
-    Ask, Cancel, Count, Effect, Log, Metric, Observe, Publish, PublishFailed, SyncDone,
+    Ask, Cancel, Count, Effect, Log, Observe, Publish, PublishFailed, SyncDone,
     SyncPeers, WakeAt,
 )
-from agent.core.events import (
-    Credential, Event, Goal, Hello, PlanParams, quorum_for, sign_event,
-)
+from agent.core.events import Credential, Event, Goal, Hello, quorum_for, sign_event
 from agent.core.hlc import Timestamp
 from agent.core.identity import Identity
 from agent.core.intake import Intake, IntakeConfig, Status
-from agent.core.membership import Membership, issue_credential
 from agent.core.plan import Plan
 from agent.core.reasons import Rejected
 from agent.core.skew import ClockCorrection, counts_for_clock, hold_back_until
 from agent.core.tree import Tree
-from agent.shell import AgentShell, Tally, route
+from agent.shell import AgentShell, route
 from agent.store import MemoryLog
 
+from .byzantine import ForgedPublish, PackedGoal, SybilPublish
+from .cast import Cast, sim_identity
 from .checker import Checker
-from .byzantine import (
-    EquivocatingScorer, ForgedPublish, InsiderExecutor, PackedGoal, SquatterExecutor, StrangerVoter,
-    SybilPublish,
-)
 from .config import START_MS, SimConfig
 from .faults import schedule_faults
 from .llm import SimLLM
 from .network import SimNetwork
+from .stats import SimStats
 
-CLOCK_CHECK_MS = 500  # how often a runtime re-estimates its clock (agent.runtime housekeeping)
-
-
-
-def sim_identity(seed: int, name: str) -> Identity:
-    """The key a simulated agent gets (tests give real processes the same keys)."""
-    return Identity(hashlib.sha256(f"{seed}:{name}".encode()).digest())
+# how often a runtime re-estimates its clock (agent.drivers.real.runtime housekeeping)
+CLOCK_CHECK_MS = 500
 
 
 @dataclass
@@ -111,34 +103,6 @@ class SimAgent:
         return self.shell.tree(now)
 
 
-@dataclass
-class SimStats:
-    steps: int = 0
-    events_published: int = 0
-    deliveries: int = 0
-    lost: int = 0
-    duplicated: int = 0
-    llm_calls: dict[str, int] = field(default_factory=dict)
-    llm_cancelled: int = 0
-    llm_wasted: int = 0  # answers that arrived for work nobody wanted any more
-    tally: Tally = field(default_factory=Tally)  # the behaviours' metric effects
-    rejected: dict[str, int] = field(default_factory=dict)
-    injected: list[str] = field(default_factory=list)
-    done_ms: int | None = None
-    virtual_ms: int = 0
-    held_back: int = 0  # publishes that waited for the agent's stamps to be within the bound
-    executions: dict[str, set] = field(default_factory=dict)  # task -> claims that spent LLM work on it
-
-    @property
-    def metrics(self) -> dict[str, float]:
-        return self.tally.totals
-
-    @property
-    def first_round_tables(self) -> list[int]:
-        """Per first-round prevote, the proposals on the table."""
-        return [int(v) for v in self.tally.observed.get(Metric.PROPOSALS_SCORED.value, [])]
-
-
 class Simulation:
     def __init__(self, cfg: SimConfig) -> None:
         self.cfg = cfg
@@ -158,89 +122,36 @@ class Simulation:
         self.trace: list[tuple[int, str, str, dict]] = []
         self.goal_id: str | None = None
         self.checker: Any = None
-        self.authority = sim_identity(cfg.seed, "authority")
-        self.membership = Membership(self.authority.peer_id, "sim") if cfg.membership else None
+        self.cast = Cast(cfg, self.rng)  # who the agents are; this class runs them
+        self.membership = self.cast.membership
         self.intake_config = IntakeConfig(pending_ttl_ms=120_000)
         self._build()
 
     # ------------------------------------------------------------------ set-up
-    def _ident(self, name: str) -> Identity:
-        return sim_identity(self.cfg.seed, name)
-
     def _build(self) -> None:
-        cfg, f = self.cfg, self.cfg.faults
-        scorers = cfg.scorers
-        if f.byzantine:
-            scorers = max(scorers, 3 * f.byzantine + 1)
-        roles = (["submitter"] + ["decomposer"] * cfg.decomposers + ["scorer"] * scorers
-                 + ["executor"] * cfg.executors + (["executor"] if f.squatter else [])
-                 + (["executor"] if f.insider else [])
-                 + ["stranger"] * f.strangers + ["observer"])
+        f = self.cfg.faults
         counts: dict[str, int] = {}
-        for i, role in enumerate(roles):
+        for i, role in enumerate(self.cast.roles()):
             counts[role] = counts.get(role, 0) + 1
             name = f"{role}-{counts[role]}"
-            a = SimAgent(i, name, role, self._ident(name), self._new_shell())
-            a.credential = self._credential(a)
+            a = SimAgent(i, name, role, self.cast.identity(name), self._new_shell())
+            a.credential = self.cast.credential(a)
             a.strategy = strategy_for(counts[role] - 1)
             if f.skew_ms:
                 a.skew = self.rng.randint(-f.skew_ms, f.skew_ms)
             self.agents.append(a)
-        byz = [a for a in self.agents if a.role == "scorer"][:f.byzantine]
-        for a in byz:
-            a.byzantine = True
-        executors = [a for a in self.agents if a.role == "executor"]
-        if f.squatter:
-            executors[-1 - int(f.insider)].byzantine = True
-            executors[-1 - int(f.insider)].name += "-squatter"
-        if f.insider:
-            executors[-1].byzantine = True
-            executors[-1].name += "-insider"
+        self.cast.mark_byzantine(self.agents)
         if f.fast_clock_ms:
             honest = [a for a in self.agents if a.role in ("decomposer", "scorer", "executor") and not a.byzantine]
             fast = self.rng.choice(honest)
             fast.skew = f.fast_clock_ms
             self.stats.injected.append(f"clock: {fast.name} runs {f.fast_clock_ms} ms ahead")
         for a in self.agents:
-            a.behaviour = self._behaviour(a)
-        for a in self.agents:
-            if a.role == "stranger":
-                a.byzantine = True
-        self.params = PlanParams.of((a.me for a in self.agents if a.role == "scorer"), cfg.quorum,
-                                    liars=f.byzantine, max_depth=cfg.max_depth,
-                                    max_children=cfg.max_children, max_rounds=cfg.max_rounds,
-                                    max_lease_ms=cfg.max_lease_ms, brief=cfg.brief,
-                                    max_attempts=cfg.max_attempts, token_budget=cfg.token_budget)
-        n, quorum = len(self.params.electorate), self.params.quorum
-        if f.byzantine and not f.byzantine < 2 * quorum - n:
-            raise ValueError(f"{f.byzantine} Byzantine electors exceed the bound for quorum {quorum} of {n}")
+            a.behaviour = self.cast.behaviour(a)
+        self.params = self.cast.params(a.me for a in self.agents if a.role == "scorer")
 
     def _new_shell(self, log: MemoryLog | None = None) -> AgentShell:
         return AgentShell(Intake(self.intake_config, Plan(self.membership)), log or MemoryLog())
-
-    def _credential(self, a: SimAgent) -> Credential | None:
-        """What the swarm's authority issued to ``a`` (a stranger gets nothing)."""
-        if self.membership is None or a.role == "stranger":
-            return None
-        return issue_credential(self.authority, a.me, [a.role], "sim", START_MS - 3_600_000,
-                                START_MS + self.cfg.limit_ms + 86_400_000)
-
-    def _behaviour(self, a: SimAgent) -> Behaviour | None:
-        seed = self.rng.randrange(2**31)
-        if self.cfg.behaviour_seed is not None:
-            seed = self.cfg.behaviour_seed
-        t = self.cfg.timing
-        if a.role == "scorer" and a.byzantine:
-            return EquivocatingScorer(a.me, t, seed)
-        if a.role == "executor" and a.name.endswith("-insider"):
-            return InsiderExecutor(a.me, t, seed, active_until=START_MS + self.cfg.fault_phase_ms)
-        if a.role == "executor" and a.byzantine:
-            return SquatterExecutor(a.me, t, seed)
-        if a.role == "stranger":
-            return StrangerVoter(a.me, t, seed)
-        if a.role in ("decomposer", "scorer", "executor"):
-            return make_behaviour(a.role, a.me, t, seed, strategy=a.strategy)
-        return None
 
     def local(self, a: SimAgent) -> int:
         """The agent's clock as its runtime stamps by: skewed, then corrected to its peers'."""
@@ -250,7 +161,8 @@ class Simulation:
         return at_ms - a.skew + a.clock.correction_ms
 
     def _sample_clock(self, a: SimAgent, ev: Event) -> None:
-        """A fresh event of a peer: its stamp against our uncorrected clock (agent.runtime)."""
+        """A fresh event of a peer: its stamp against our uncorrected clock
+        (agent.drivers.real.runtime)."""
         raw_now = self.now + a.skew
         a.clock.observe(ev.author, ev.hlc.wall, ev.hlc.logical, raw_now)
         if raw_now - a.clock_checked >= CLOCK_CHECK_MS:  # the runtime re-estimates every 0.5 s
@@ -289,7 +201,7 @@ class Simulation:
         offer = b.intake.offer(ev, source, now)
         if offer.status in (Status.ACCEPTED, Status.HELD) and source != "self" and not source.startswith("sync") \
                 and ev.author != b.me and counts_for_clock(b.intake.plan.members, ev):
-            # (a pending event's stamp is not checked yet: agent.runtime)
+            # (a pending event's stamp is not checked yet: agent.drivers.real.runtime)
             self._sample_clock(b, ev)
         if ev in offer.accepted and source != "self":
             b.shell.delivered(ev, source, now)
@@ -426,9 +338,9 @@ class Simulation:
             for _ in range(count):
                 n = sum(1 for a in self.agents if a.role == role) + 1
                 name = f"{role}-{n}"
-                a = SimAgent(len(self.agents), name, role, self._ident(name), self._new_shell())
-                a.credential = self._credential(a)
-                a.behaviour = self._behaviour(a)
+                a = SimAgent(len(self.agents), name, role, self.cast.identity(name), self._new_shell())
+                a.credential = self.cast.credential(a)
+                a.behaviour = self.cast.behaviour(a)
                 self.agents.insert(len(self.agents) - 1, a)  # the observer stays last
                 for i, b in enumerate(self.agents):
                     b.idx = i
@@ -567,7 +479,7 @@ class Simulation:
         a.ids_hash = 0
         for e in a.intake.plan.events.values():
             a.ids_hash ^= int(e.id[:16], 16)
-        a.behaviour = self._behaviour(a)
+        a.behaviour = self.cast.behaviour(a)
         a.clock, a.clock_checked = ClockCorrection(a.intake.config.max_ahead_ms), 0  # a new process
         a.wake_at = None
         a.dirty = True
@@ -706,4 +618,4 @@ def simulate(cfg: SimConfig) -> Simulation:
     return sim
 
 
-__all__ = ["START_MS", "SimAgent", "SimStats", "Simulation", "simulate", "PublishFailed"]
+__all__ = ["START_MS", "SimAgent", "SimStats", "Simulation", "sim_identity", "simulate", "PublishFailed"]

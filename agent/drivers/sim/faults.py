@@ -1,6 +1,6 @@
 """The fault plan: when the partitions, crashes and pauses a run's faults ask for happen, and
 the scripted actions of a scenario, put on the simulation's schedule at the start. What a
-fault does to an agent when its time comes is the simulation's (agent.sim.world)."""
+fault does to an agent when its time comes is the simulation's (agent.drivers.sim.world)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 It polls the behaviour whenever the log grows, a WakeAt comes due or an answer arrives, and
 executes the effects: publishing through the runtime, LLM calls in their own cancel scopes
 (a Cancel really stops the work), sync with every peer, metrics and structured logs. The
-simulator (agent.sim) is the other driver of the very same objects.
+simulator (agent.drivers.sim) is the other driver of the very same objects.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from agent.behaviour.effects import (
 )
 from agent.llm.base import LLM, LLMBadOutput, LLMError, LLMRequest, LLMUnavailable, ModelMissing
 from agent.store import StoreError
-from agent.runtime import NotMember, Runtime
+from agent.drivers.real.runtime import NotMember, Runtime
 from agent.shell import route
 
 IDLE_POLL_S = 5.0  # poll at least this often even if nothing happens (cheap)
