@@ -298,6 +298,9 @@ def test_headings_that_frame_the_plan_are_not_its_parts():
     text = ("## 1. Buy the furniture\n- A desk.\n## 2. Set up the network\n- A router.\n## 3. Timeline\n"
             "- Week 1: furniture.\n## 4. Budget Breakdown\n- Desk 300 EUR.\n")
     assert [s["title"] for s in P.parse_outline(text, max_children=6)] == ["Buy the furniture", "Set up the network"]
+    # "Project Overview" as a plan's first part (Manchester, 2026-12-05: a quiz night's split)
+    from agent.llm.outline import is_frame
+    assert is_frame("Project Overview") and is_frame("Event overview") and not is_frame("Overview of the venues")
     # a step that plans something is work, not a frame
     text = "## Plan for race day\n- Start at 9:00.\n## Thank the volunteers\n- Send cards."
     assert [s["title"] for s in P.parse_outline(text, max_children=6)] == ["Plan for race day",

@@ -805,6 +805,15 @@ def test_an_event_of_a_stated_length_is_got_ready_for_before_it():
                                   "2026-12-05")
     assert trip["duration"] == "3 days" and trip["dates"] == "2027-06-01 to 2027-06-03"
     assert facts.brief_problems({"duration": "1 day"}, fair) != []  # shorter than the event itself
+    # an evening's event is held on the last day of its brief's time to get ready (Manchester,
+    # 2026-12-05: a quiz night's four weeks, with no day that held the quiz)
+    quiz = "Organise a charity quiz night for 60 guests at a community hall in Manchester in January"
+    b = facts.normalized_brief({"duration": "4 weeks", "dates": "2027-01-04 to 2027-01-31"}, quiz, "2026-12-05")
+    assert b["duration"] == "28 days, ending with the event on 2027-01-31" and b["dates"] == "2027-01-04 to 2027-01-31"
+    assert facts.event_span(b, quiz) == (date(2027, 1, 31), date(2027, 1, 31))
+    assert facts.normalized_brief(b, quiz, "2026-12-05") == b and facts.brief_problems(b, quiz, "2026-12-05") == []
+    tenk = "Organise a 10K run in Leeds in May"  # not an evening's event: its length is not guessed
+    assert "the event on" not in facts.normalized_brief({"duration": "4 weeks"}, tenk, "2026-12-05")["duration"]
     # run and teach put an event on too (Edinburgh, 2026-12-05: every step on the course's days)
     course = "Run a two-day beginners' photography course for 12 adults in Edinburgh in May"
     b = facts.normalized_brief({"duration": "2 days", "dates": "2027-05-01 to 2027-05-02"}, course, "2026-12-05")

@@ -491,6 +491,15 @@ def event_days(goal: str, length: int | None) -> int | None:
     return length if length and length <= 3 else None
 
 
+# an evening's event, whose brief's length is the time to get ready and the event its last day:
+# "a charity quiz night ... in January" got four weeks that no step was told held the event on
+# its last evening, so the plan had no day to hold it on (Manchester, measured 2026-12-05)
+_ONE_EVENING = re.compile(r"\b(?:(?:quiz|games?|film|movie|comedy|karaoke|casino|bingo) nights?|"
+                          r"(?:gala |charity |awards? |fundraising )?(?:dinners?|balls?|galas?)|"
+                          r"concerts?|discos?|ceilidhs?|barbecues?|bbqs?|(?:birthday |dinner |garden )?part(?:y|ies)|"
+                          r"receptions?|evenings?)\b", re.IGNORECASE)
+
+
 WRAP_UP_DAYS = 7  # after an event: what is returned, paid, thanked and counted
 
 
@@ -499,7 +508,7 @@ def event_span(brief: Mapping[str, str], goal: str) -> tuple["_dt.date", "_dt.da
     2027-02-28", ``normalized_brief``); None for a goal that is not an event to get ready for."""
     if not prepared_event(goal):
         return None
-    _before, sep, after = str(brief.get("duration", "")).partition("then the event on ")
+    _before, sep, after = str(brief.get("duration", "")).partition("the event on ")
     return date_range(after) if sep else None
 
 
@@ -614,6 +623,8 @@ def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> di
             first = rng[1] - _dt.timedelta(days=event - 1)
             out["duration"] = (f"{LEAD_DAYS // 7} weeks to get ready, then the event on "
                                + (first.isoformat() if event == 1 else f"{first.isoformat()} to {rng[1].isoformat()}"))
+        elif rng and prepared_event(goal) and _ONE_EVENING.search(goal) and "the event on" not in out.get("duration", ""):
+            out["duration"] = f"{(rng[1] - rng[0]).days + 1} days, ending with the event on {rng[1].isoformat()}"
         season = season_of(goal) if not months_in(goal) else None
         if season is not None and season[1] not in out.get("constraints", ""):
             # every step reads the brief: the reason its dates are not today's goes with them

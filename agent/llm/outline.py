@@ -149,7 +149,7 @@ def parse_plan_text(text: str) -> TextPlan:
 # gave plans like "Concrete Content; Execution" (the whole work under the first, measured) or
 # "...; Post-Launch Evaluation; Conclusion".
 _FRAME = re.compile(
-    r"^(?:an? |the )?(?:overview|introduction|intro|summary|conclusions?|final (?:thoughts|notes|words)|"
+    r"^(?:an? |the )?(?:(?:project |event |plan |programme |program )?overview|introduction|intro|summary|conclusions?|final (?:thoughts|notes|words)|"
     r"notes?|tips|additional (?:tips|notes|considerations)|key (?:considerations|points|takeaways)|"
     r"considerations|resources|(?:concrete |detailed )?content|concrete (?:plan|steps)|sections? and steps|"
     r"(?:complete |detailed |concrete )*plan(?: overview| outline| summary)?|outline|"
