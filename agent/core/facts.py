@@ -639,9 +639,12 @@ def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> di
         if local and (out.get("currency") or "").upper() != local:
             # "10000 EUR" for a run in Leeds was seen with qwen2.5-1.5b: the place's own money
             out["currency"] = local
-        budget = money_in(out.get("budget", ""))
-        if local and budget and local not in budget[0][1]:
-            out["budget"] = f"{budget[0][0]:,.0f} {local}"
+    if not goal_money and out.get("budget"):
+        # a budget the goal never named is the model's guess, and read as the person's: 10,000
+        # GBP for a quiz night whose plan spent 200, 1,000 GBP for a tree planting that spent 120;
+        # blind readers held "200 GBP of the 10,000 GBP budget" against the plan (measured
+        # 2026-12-05, four of ten plans). The plan adds up its costs without one.
+        out["budget"] = ""
     code = (out.get("currency") or "").upper()
     lengths = [n for n in (duration_days(out.get("duration", "")), event_days(goal, None), said) if n]
     for k in ("constraints", "done"):
