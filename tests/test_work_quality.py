@@ -1023,3 +1023,20 @@ def test_a_word_cut_with_two_dots_is_a_fragment():
     assert any("cut-off" in p for p in fx.result_problems(cut, f))
     whole = "- Buy 25 laptops, chargers, etc. at Harvey Norman (200 EUR).\n- Book the Central Library room (2027-02-20)."
     assert not any("cut-off" in p for p in fx.result_problems(whole, f))
+
+
+def test_an_action_that_is_a_prompt_label_or_the_steps_title_goes_back():
+    """Manchester, 2026-12-05: the quiz night's "Event Execution" step published "Draft of this
+    step", "Event Execution" and "Write the programme" as its three actions."""
+    g = goal(U, title="Organise a charity quiz night for 60 guests in Manchester in January", scorers=3, quorum=2,
+             brief=True, max_depth=1)
+    top = proposal(D1, g.id, ["Book the hall", "Event Execution"], wall=10)
+    tree = derive(fold([g, top] + [precommit(s, g.id, top.id, wall=20 + i) for i, s in enumerate(S[:2])]),
+                  T0 + 1000)
+    step = tree.node(f"{top.id}/1")
+    bad = "- Draft of this step (2027-01-31).\n- Event Execution (2027-01-31).\n- Write the programme (2027-01-31)."
+    assert any("not an action" in p for p in work.result_checks(tree, step, bad, synthesis=False))
+    assert any("not an action" in p for p in work.result_checks(tree, step, "- Event execution.", synthesis=False))
+    good = ("- 18:30 Open the doors and sell raffle tickets at 2 GBP each (2027-01-31).\n"
+            "- 19:00 Run round one, general knowledge, with the quizmaster (2027-01-31).")
+    assert not any("not an action" in p for p in work.result_checks(tree, step, good, synthesis=False))

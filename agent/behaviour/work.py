@@ -456,6 +456,22 @@ def synthesis_req(tree: Tree, node: NodeView, seed: int | None) -> LLMRequest:
 _LISTED = re.compile(r"(?:^|[\s:;])\d{1,2}[.)]\s+[A-Z]")
 
 
+_TRAILING_FIELDS = re.compile(r"\s*\([^()]*\)\s*\.?\s*$")
+
+
+def _label_action(output: str, title: str) -> str | None:
+    """An action that is only a label of its prompt or the step's own title ("Draft of this
+    step", "Event Execution": an event's step, measured), or None."""
+    said = {*P.PROMPT_LABELS, " ".join(title.lower().split()).strip(" .:")}
+    for ln in str(output).splitlines():
+        if not ln.lstrip().startswith(("-", "*", "•")):
+            continue
+        text = " ".join(_TRAILING_FIELDS.sub("", ln.strip().lstrip("-*• ")).lower().split()).strip(" .:")
+        if text in said or text.startswith(("write the programme", "write its programme")):
+            return _TRAILING_FIELDS.sub("", ln.strip().lstrip("-*• ")).strip()
+    return None
+
+
 def result_checks(tree: Tree, node: NodeView, output: str, *, synthesis: bool) -> list[str]:
     """What is wrong with a result as plan content (empty: nothing found): the form checks,
     then the facts against the brief and the siblings (a synthesis: against its children)."""
@@ -465,6 +481,10 @@ def result_checks(tree: Tree, node: NodeView, output: str, *, synthesis: bool) -
     echo = fx.echoed(output, P.INSTRUCTIONS)
     if echo:
         out.append(f"says its instructions back ('{echo}'): write the plan's content")
+    if not synthesis:
+        label = _label_action(output, node.title)
+        if label:
+            out.append(f"'{label}' is the step's title or the prompt's words, not an action: write what is done")
     facts = brief_facts(tree, node)
     if synthesis:
         # the model wrote the summary; the steps under it are each child's own key content

@@ -603,10 +603,18 @@ DRAFT_RULE = ("Its actions carry out the draft in order: keep the places, produc
 # getting ready (book the venue, assign the instructors) on the event's own days, and nothing of
 # what happens there; one direct call's plan of a photography course gave its two days' topics,
 # and a blind reader followed it for that (Edinburgh, measured 2026-12-05)
+# said as "write its programme, 4 to 6 parts", the 1.5B model answered the prompt's labels
+# ("Draft of this step", "Event Execution", "Write the programme"; Manchester, measured): it is
+# asked for actions, as every step is, that run the event in the order they happen
 PROGRAMME_INSTRUCTION = (
-    "This step is the event itself: write its programme, 4 to 6 parts in the order they happen. do: the "
-    "time of day and what happens then, with its content (for a course or workshop, what that session "
-    "teaches and does; for a party or fair, what is on and who runs it).")
+    "This step is the event itself. Write 4 to 6 actions that run it, in the order they happen on the day. "
+    "do: the time of day and what is done then, with its content (for a course or workshop, what that "
+    "session teaches; for a party, fair or quiz, what is on and who runs it).")
+# the labels of an execute prompt's lines: an action that is only one of them is no action
+PROMPT_LABELS = ("part of", "the plan for", "done before this step", "already decided in another step",
+                 "this step", "draft of this step", "this step's part of the schedule",
+                 "this step's share of the budget", "an earlier version was sent back", "why",
+                 "write the programme", "write its programme")
 
 
 def execute_request(
