@@ -1040,3 +1040,14 @@ def test_an_action_that_is_a_prompt_label_or_the_steps_title_goes_back():
     good = ("- 18:30 Open the doors and sell raffle tickets at 2 GBP each (2027-01-31).\n"
             "- 19:00 Run round one, general knowledge, with the quizmaster (2027-01-31).")
     assert not any("not an action" in p for p in work.result_checks(tree, step, good, synthesis=False))
+
+
+def test_a_date_without_a_year_takes_the_year_around_it():
+    """Manchester, 2026-12-05: "Schedule the event from January 4th to January 31st (2027-01-04)"
+    put 31 January in 2026, and the step's key line ran "2026-01-31 to 2027-01-04"."""
+    from agent.core import facts as fx
+
+    assert fx.calendar_dates("From January 4th to January 31st (2027-01-04).") == [
+        date(2027, 1, 4), date(2027, 1, 31), date(2027, 1, 4)]
+    assert fx.calendar_dates("28 March - 10 April 2027") == [date(2027, 3, 28), date(2027, 4, 10)]
+    assert fx.calendar_dates("28 December - 3 January 2027") == [date(2026, 12, 28), date(2027, 1, 3)]

@@ -389,7 +389,7 @@ def calendar_dates(text: str) -> list["_dt.date"]:
     """The dates a text names, in order of appearance: ISO (2027-04-02), "2 April 2027",
     "April 2, 2027", "1-14 April 2027" (both ends); a day and month without a year ("28 March
     - 10 April 2027") take the year of the next date that has one, a year earlier if that
-    would put them after it. Days that do not exist (31 February) are skipped."""
+    would put them more than half a year after it (across a new year). Days that do not exist (31 February) are skipped."""
     found: list[tuple[int, int, int | None, int]] = []  # (pos, month, year, day)
     taken: list[tuple[int, int]] = []
 
@@ -416,7 +416,9 @@ def calendar_dates(text: str) -> list["_dt.date"]:
             nxt = next(((mo, y, d) for _p, mo, y, d in found[k + 1:] if y is not None), None)
             if nxt is None:
                 continue  # no year anywhere after it: not a date the plan can use
-            year = nxt[1] - (1 if (month, day) > (nxt[0], nxt[2]) else 0)
+            # a year earlier only across a new year ("28 December - 3 January 2027"): "January
+            # 31st" before an action's own "(2027-01-04)" read as 2026-01-31 (Manchester, measured)
+            year = nxt[1] - (1 if (month - nxt[0]) * 31 + day - nxt[2] > 183 else 0)
         try:
             out.append(_dt.date(year, month, day))
         except ValueError:
