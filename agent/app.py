@@ -352,7 +352,7 @@ async def submit(settings: Settings, title: str, description: str = "", timeout:
         await find_a_peer(rt, timeout)
         voters = electorate or await choose_electorate(settings, rt, timeout)
         try:
-            ev = await rt.publish(make_goal(settings, title, description, voters))
+            ev = await rt.publish(make_goal(settings, title, description, voters, author=rt.me))
         except NotMember as exc:
             raise SubmitError(f"{exc} (a swarm with an authority takes goals only from a submitter: "
                               "set SWARM_CREDENTIAL_FILE and SWARM_IDENTITY_FILE)") from None

@@ -71,7 +71,9 @@ def simulate(
     processes: int = typer.Option(0, help="sweep processes (0: one per CPU)"),
     goal: str = typer.Option("Plan a two-week trip to Japan"),
     decomposers: int = typer.Option(3, min=1, max=20),
-    scorers: int = typer.Option(3, min=1, max=51),
+    scorers: int = typer.Option(3, min=1, max=500),
+    committee: int = typer.Option(7, min=0, max=101, help="more scorers than this: the goal's electorate is "
+                                                           "a committee of this many drawn from them (0: all)"),
     executors: int = typer.Option(2, min=1, max=20),
     max_depth: int = typer.Option(2, min=0, max=4),
     max_children: int = typer.Option(3, min=2, max=8),
@@ -90,6 +92,7 @@ def simulate(
     except ValueError as exc:
         _fail(str(exc), 2)
     base = SimConfig(seed=seed, goal=goal, decomposers=decomposers, scorers=scorers, executors=executors,
+                     committee=committee,
                      max_depth=max_depth, max_children=max_children, max_rounds=max_rounds,
                      token_budget=token_budget, faults=fault_cfg, trace=trace)
     if seeds is not None:

@@ -8,6 +8,7 @@ import unicodedata
 
 import trio
 
+from agent.core import committee
 from agent.core.events import Goal, PlanParams
 from agent.drivers.real.runtime import Runtime
 from agent.settings import Settings
@@ -67,17 +68,31 @@ def check_goal_text(title: object, description: object = "") -> tuple[str, str]:
     return title, description
 
 
-def plan_params(settings: Settings, electorate: list[str]) -> PlanParams:
+def plan_params(settings: Settings, electorate: list[str], seed: str | None = None,
+                author: str | None = None) -> PlanParams:
+    """The goal's parameters; with more scorers than ``settings.committee`` and the goal's
+    committee ``seed``, the electorate is the committee drawn from them (agent.core.committee),
+    plus the ``author`` if it is in ``electorate``."""
     return PlanParams.of(electorate, settings.quorum, max_depth=settings.max_depth,
                          max_children=settings.max_children, max_rounds=settings.max_rounds,
                          max_lease_ms=int(settings.max_lease_seconds * 1000), brief=settings.brief,
-                         max_attempts=settings.max_attempts, token_budget=settings.token_budget)
+                         max_attempts=settings.max_attempts, token_budget=settings.token_budget,
+                         committee=settings.committee, seed=seed, author=author)
 
 
-def make_goal(settings: Settings, title: str, description: str, electorate: list[str]) -> Goal:
+def make_goal(settings: Settings, title: str, description: str, electorate: list[str],
+              author: str | None = None) -> Goal:
     """The goal event's body, validated (pydantic raises ValidationError on bad input): what
-    `submit` and the observer's web form publish."""
-    return Goal(title=title, description=description, params=plan_params(settings, electorate))
+    `submit` and the observer's web form publish. ``electorate``: the live scorers; with an
+    ``author`` (the submitter's peer id) more of them than a committee are drawn from."""
+    seed = None if author is None else committee.seed(author, title, description)
+    return Goal(title=title, description=description, params=plan_params(settings, electorate, seed, author))
+
+
+def electorate_size(settings: Settings, scorers: int, with_author: bool = False) -> int:
+    """How many electors a goal gets from ``scorers`` live scorers (see make_goal)."""
+    k = settings.committee
+    return (k if k and scorers > k else scorers) + int(with_author)
 
 
 def known_scorers(rt: Runtime, expected: int = 0) -> list[str]:

@@ -178,6 +178,9 @@ class Settings(BaseSettings):
                          description="scorers a submitter waits to know before naming the electorate")
     quorum: int | None = Field(None, ge=1, le=101,
                                description="absolute quorum (a strict majority of the electorate); default majority")
+    committee: int = Field(7, ge=0, le=101,
+                           description="with more live scorers than this, a goal's electorate is a committee "
+                                       "of this many drawn from them (agent.core.committee); 0: all of them")
     max_depth: int = Field(2, ge=0, le=6)
     max_children: int = Field(5, ge=2, le=12)
     max_rounds: int = Field(2, ge=1, le=10)
@@ -193,6 +196,8 @@ class Settings(BaseSettings):
     strategy: str | None = Field(None, max_length=40)
     seed: int | None = Field(None, ge=0, description="the role's random seed (reproducible tests); default random")
     proposal_window: float = Field(1.5, ge=0, description="least wait for competing splits (s)")
+    decomposers_per_node: int = Field(3, ge=0, description="a node's home decomposers, who propose for it "
+                                      "(rendezvous hashing); the others only if none did within a minute; 0: all")
     proposal_window_max: float = Field(120.0, ge=0)
     proposal_window_ratio: float = Field(2.0, ge=0,
                                          description="wait this many times the first split's delay")
@@ -314,6 +319,7 @@ class Settings(BaseSettings):
             settle_ms=int(self.settle_window * 1000),
             lease_ms=int(self.lease_seconds * 1000),
             startup_sync_ms=int(self.startup_sync * 1000),
+            decomposers_per_node=self.decomposers_per_node,
         )
 
 

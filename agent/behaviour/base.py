@@ -75,6 +75,12 @@ class Behaviour:
             return []
         return self._answered(ticket, answer, tree, now)
 
+    def idle(self, plan: Any) -> bool:
+        """Nothing in ``plan`` (the fold, agent.core.plan.Plan) is this role's to act on, and
+        no job of its own is running: a driver may skip the poll and the tree it would derive
+        for it. Cheap by contract: a thousand-agent swarm asks it of every agent per event."""
+        return False
+
     def _poll(self, tree: Tree, now: int) -> list[Effect]:
         raise NotImplementedError
 

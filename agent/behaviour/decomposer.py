@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agent.core import rendezvous
 from agent.core.plan import child_id
 from agent.core.tree import NodeView, Tree
 from agent.llm.base import LLMBadOutput, LLMError
@@ -47,6 +48,7 @@ class Decomposer(Behaviour):
         self.answered_closed: dict[str, int] = {}  # node -> closed rounds my newest split answers
         self.ahead: dict[str, tuple[str, set[int]]] = {}  # undecided split -> (its node, children I started on)
         self.held: dict[str, tuple[_Job, Any]] = {}  # child -> its job and answer, until decided
+        self.first_seen: dict[str, int] = {}  # slot not mine -> when I first saw it want a split
 
     # ------------------------------------------------------------------ what to do
     _tree: Tree | None = None
@@ -112,7 +114,10 @@ class Decomposer(Behaviour):
         wake = []
         for n in tree.roots:
             if self._brief_wanted(n):
-                until = self.set_aside.get(n.id + "#b", 0)
+                away = self._away(tree, n.id + "#b", bool(n.briefs), now)
+                if away < 0:
+                    continue
+                until = max(self.set_aside.get(n.id + "#b", 0), away)
                 if until > now:
                     wake.append(until)
                     continue
@@ -122,6 +127,11 @@ class Decomposer(Behaviour):
             wanted, refines, closed = self._wanted(n)
             if not wanted:
                 continue
+            if refines is None:
+                away = self._away(tree, n.id, bool(n.proposals), now)
+                if away < 0:
+                    continue
+                until = max(until, away)
             if until > now:
                 wake.append(until)
                 continue
@@ -142,6 +152,24 @@ class Decomposer(Behaviour):
                 out.append(log("info", "split not decided; work ahead dropped", node=kid))
         return out
 
+    def home(self, tree: Tree, slot: str) -> bool:
+        """Whether I am one of ``slot``'s home decomposers (always, if the swarm has no more
+        announced decomposers than a node takes)."""
+        k = self.timing.decomposers_per_node
+        ds = set(tree.with_role("decomposer")) | {self.me}
+        return k <= 0 or len(ds) <= k or self.me in rendezvous.top(slot, ds, k)
+
+    def _away(self, tree: Tree, slot: str, answered: bool, now: int) -> int:
+        """0 when I may propose for ``slot`` now; a time to look again when it is not mine
+        and its home decomposers may still answer; -1 when it is not mine and they did."""
+        if self.home(tree, slot):
+            return 0
+        if answered:
+            return -1
+        since = self.first_seen.setdefault(slot, now)
+        until = since + self.timing.foreign_split_after_ms
+        return until if until > now else 0
+
     def _work_ahead(self, tree: Tree) -> list[Effect]:
         for n in tree.walk_active():
             if self._phase(n) != "open":
@@ -157,6 +185,8 @@ class Decomposer(Behaviour):
                     continue
                 done.add(i)
                 kid = child_id(split, i)
+                if not self.home(tree, kid):
+                    continue
                 req = work.decompose_req_ahead(tree, n, p, i, self.strategy, self.rng.randrange(2**31))
                 self.job = _Job(self.ticket(), kid, None, 0, 0, parent=n.id, split=split)
                 return [Ask(self.job.ticket, req, kid), log("debug", "working ahead of a decision", node=kid)]

@@ -5,11 +5,11 @@ lease; otherwise it releases the task and drops the work (counted)."""
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from agent.core import rendezvous
 from agent.core.events import Claim, Release, Renew
 from agent.core.tree import NodeState, NodeView, TaskKind, Tree
 from agent.llm.base import LLMBadOutput, LLMError
@@ -23,15 +23,11 @@ from .effects import (
 
 
 
-def _rank(node: str, executor: str) -> int:
-    return int.from_bytes(hashlib.blake2b(f"{node}|{executor}".encode(), digest_size=8).digest(), "big")
-
-
 def home_of(node: str, executors: list[str]) -> str:
     """The executor a task belongs to first (rendezvous hashing over the announced executors):
     every peer computes the same one, so executors spread over the ready tasks instead of
     racing for the same one."""
-    return max(executors, key=lambda e: _rank(node, e))
+    return rendezvous.first(node, executors)
 
 
 class Phase(StrEnum):
@@ -110,7 +106,7 @@ class Executor(Behaviour):
             stale = [n for n in ready if now - self.seen_ready[n.task_key] >= self.timing.steal_after_ms]
             if not stale:
                 return wake_at([min(self.seen_ready[n.task_key] for n in ready) + self.timing.steal_after_ms])
-            target = max(stale, key=lambda n: _rank(n.task_key, self.me))
+            target = max(stale, key=lambda n: rendezvous.weight(n.task_key, self.me))
             prompt = False
         t = self.task = _Task(target.id, target.task_key, self.ticket(), prompt=prompt)
         self.phase = Phase.CLAIMING

@@ -16,10 +16,10 @@ local judgment:
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from agent.core import rendezvous
 from agent.core.consensus import LEAF, NIL, Tally
 from agent.core.events import REJECT, Review, Score, Vote
 from agent.core.scoring import Verdict
@@ -69,7 +69,7 @@ class _Ballot:
 def rapporteur(slot: str, electorate: tuple[str, ...]) -> str:
     """The elector whose LLM reads a result for everyone (rendezvous hashing: every peer
     computes the same one; the others vote on their own checks and its reading)."""
-    return max(electorate, key=lambda e: hashlib.blake2b(f"{slot}|{e}".encode(), digest_size=8).digest())
+    return rendezvous.first(slot, electorate)
 
 
 class Scorer(Behaviour):
@@ -112,6 +112,19 @@ class Scorer(Behaviour):
         return (root or n).budget_phase
 
     _tree: Tree | None = None
+    _elector_key: tuple[int, int] = (-1, -1)
+    _elector = True
+
+    def idle(self, plan: Any) -> bool:
+        """On no goal's electorate (committees leave most scorers of a large swarm off each
+        goal's): nothing to judge or vote, so no tree to derive."""
+        if not self.ready or self.job is not None or not plan.goals:
+            return False  # (before the first goal a poll costs nothing: no tree to speak of)
+        key = (plan.generation, len(plan.goals))
+        if key != self._elector_key:  # a goal's electorate never changes: look again per new goal
+            self._elector_key = key
+            self._elector = any(self.me in g.body.params.electorate for g in plan.goals.values())
+        return not self._elector
 
     def _poll(self, tree: Tree, now: int) -> list[Effect]:
         self._tree = tree
@@ -277,7 +290,10 @@ class Scorer(Behaviour):
         window = int(min(tm.proposal_window_max_ms, max(tm.proposal_window_min_ms, tm.proposal_window_ratio * took)))
         authors = {a for a, _w, _r in entries}
         if r == 1:
-            if len(authors) >= max(self.decomposers, self.known_decomposers):
+            want = max(self.decomposers, self.known_decomposers)
+            if tm.decomposers_per_node > 0:
+                want = min(want, tm.decomposers_per_node)  # a node's home decomposers propose
+            if len(authors) >= want:
                 return True
             start = o.first_proposal
         else:

@@ -32,6 +32,13 @@ class Timing:
     precommit_timeout_ms: int = 1_000
     # A round with no quorum of votes at all gives up after this (e.g. a scorer is down).
     round_timeout_ms: int = 30_000
+    # A node's home decomposers (rendezvous hashing over the announced ones, agent.core.
+    # rendezvous) propose for it; the others stay out, so a node gets a few competing splits
+    # and its scorers judge those, however many decomposers the swarm has. If none of its home
+    # decomposers has proposed this long after I first saw the node open (they died), I do.
+    # 0: every decomposer proposes for every node.
+    decomposers_per_node: int = 3
+    foreign_split_after_ms: int = 60_000
     # Executors: wait after claiming before spending an LLM call, so a lost race costs none:
     # long enough for my claim to reach the others and theirs to reach me, i.e. twice the
     # measured gossip delay plus a margin, within [settle_min_ms, settle_ms]; settle_ms while

@@ -21,9 +21,8 @@ from typing import Any
 import psutil
 import trio
 
-from agent.core.events import Goal
 from agent.demo import Child, DemoConfig, issue_credential_file, plan_children, start, stop
-from agent.goals import plan_params
+from agent.goals import make_goal
 from agent.drivers.real.runtime import open_runtime
 from agent.settings import load_settings
 from agent.bench.swarm import write_key
@@ -182,12 +181,13 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, run: ScaleR
         await trio.sleep(idle_s)
         usage = _usage(procs, before, time.monotonic() - t0)
         run.idle = asdict(usage) | usage.summary()
-        electorate = [c.peer_id for c in children if c.role == "scorer"]
-        if electorate_cap > 0:  # a fixed committee named by the submitter (not a drawn one)
-            electorate = electorate[:electorate_cap]
-        run.electorate = len(electorate)
+        scorers = [c.peer_id for c in children if c.role == "scorer"]
+        # a committee of electorate_cap drawn from them (agent.core.committee); 0: every scorer
+        settings = settings.model_copy(update={"committee": electorate_cap})
+        body = make_goal(settings, cfg.goal, "", scorers, author=rt.me)
+        run.electorate = len(body.params.electorate)
         g0 = await trio.to_thread.run_sync(_scrape_gossip, children)
-        goal = await rt.publish(Goal(title=cfg.goal, params=plan_params(settings, electorate)))
+        goal = await rt.publish(body)
         before, t0 = _cpu_seconds(procs), time.monotonic()
         cpu0 = dict(before)
         spies = _spy(children, profile_dir, profile_n, timeout)
@@ -301,7 +301,7 @@ if __name__ == "__main__":
     configure_logging("console", "error")
     ap = argparse.ArgumentParser(prog="python -m agent.bench.scale")
     ap.add_argument("sizes", nargs="?", default="10,20,30")
-    ap.add_argument("--electorate", type=int, default=0, help="name only the first K scorers in the goal")
+    ap.add_argument("--electorate", type=int, default=0, help="a committee of K electors drawn from the scorers (agent.core.committee); 0: all")
     ap.add_argument("--max-decomposers", type=int, default=0)
     ap.add_argument("--idle", type=float, default=10.0, help="seconds of the idle window")
     ap.add_argument("--timeout", type=float, default=900.0)

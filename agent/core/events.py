@@ -20,6 +20,7 @@ from pydantic import (
     ValidationError, model_serializer, model_validator,
 )
 
+from .committee import MAX_POOL, draw, pool_of
 from .hlc import Timestamp
 from .identity import Identity, verify
 from .reasons import Reason, Rejected
@@ -113,17 +114,32 @@ class PlanParams(_Model):
     # tokens (prompt + completion) the goal may spend in all, as its events report them; 0: no
     # limit (agent.core.budget says what happens as it runs out)
     token_budget: int = Field(default=0, ge=0, le=1_000_000_000)
+    # a committee (agent.core.committee): the electorate is the ``committee`` scorers of
+    # ``pool`` that the goal's seed draws; both empty when the electorate is the whole pool
+    pool: tuple[PeerId, ...] = Field(default=(), max_length=MAX_POOL)
+    committee: int = Field(default=0, ge=0, le=MAX_ELECTORATE)
 
-    _omit_empty = frozenset({"brief", "max_attempts", "token_budget"})
+    _omit_empty = frozenset({"brief", "max_attempts", "token_budget", "pool", "committee"})
 
     @classmethod
     def of(cls, electorate: Iterable[str], quorum: int | None = None, *, liars: int = 0,
-           max_attempts: int = 0, **fields: Any) -> "PlanParams":
+           max_attempts: int = 0, committee: int = 0, seed: str | None = None,
+           author: str | None = None, **fields: Any) -> "PlanParams":
         """A goal's parameters, however the electorate came (any order, repeats): the quorum
-        by ``quorum_for``; ``max_attempts`` of 1 is one attempt without review, written 0."""
+        by ``quorum_for``; ``max_attempts`` of 1 is one attempt without review, written 0.
+        With ``committee`` k and a ``seed`` (agent.core.committee.seed), more than k scorers
+        become the goal's pool and the k it draws its electorate; the goal's ``author``, if
+        it names itself an elector (the page's person), sits on the committee as one more."""
         voters = tuple(sorted(set(electorate)))
+        pool: tuple[str, ...] = ()
+        scorers = tuple(v for v in voters if v != author)
+        if committee and seed is not None and len(scorers) > committee:
+            pool = pool_of(seed, scorers)
+            drawn = draw(seed, pool, committee)
+            voters = tuple(sorted(set(drawn) | ({author} if author in voters else set())))
         return cls(electorate=voters, quorum=quorum_for(len(voters), quorum, liars),
-                   max_attempts=max_attempts if max_attempts > 1 else 0, **fields)
+                   max_attempts=max_attempts if max_attempts > 1 else 0,
+                   pool=pool, committee=committee if pool else 0, **fields)
 
     @property
     def attempts(self) -> int:
@@ -137,6 +153,18 @@ class PlanParams(_Model):
             raise ValueError(f"quorum {self.quorum} exceeds the electorate of {len(self.electorate)}")
         if not is_majority(self.quorum, len(self.electorate)):
             raise ValueError(f"quorum {self.quorum} is not a strict majority of {len(self.electorate)} electors")
+        if bool(self.pool) != bool(self.committee):
+            raise ValueError("a committee needs a pool, and a pool a committee size")
+        if self.committee:
+            if list(self.pool) != sorted(set(self.pool)):
+                raise ValueError("pool must be sorted and without repeats")
+            if len(self.pool) <= self.committee:
+                raise ValueError(f"a pool of {len(self.pool)} for a committee of {self.committee}: "
+                                 "name the pool as the electorate")
+            outside = len(set(self.electorate) - set(self.pool))
+            if len(self.electorate) - outside != self.committee or outside > 1:
+                raise ValueError(f"the electorate must be {self.committee} scorers of the pool "
+                                 "(and at most the goal's author besides)")
         return self
 
     @property

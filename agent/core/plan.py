@@ -37,7 +37,7 @@ from .events import (
     REJECT, Brief, Claim, Event, Goal, Hello, PlanParams, Proposal, Release, Renew, Result, Review,
     Score, Vote,
 )
-from . import budget
+from . import budget, committee
 from .leases import Leases, leases
 from .membership import Members, Membership
 from .reasons import Reason, Rejected
@@ -279,7 +279,13 @@ class Plan:
     def _check(self, ev: Event) -> None:
         """Rules that need the dependencies present and can never change once they are."""
         b = ev.body
-        if isinstance(b, (Goal, Hello)):
+        if isinstance(b, Goal):
+            p = b.params
+            why = committee.problem(ev.author, b.title, b.description, p.electorate, p.pool, p.committee)
+            if why is not None:
+                raise Rejected(Reason.BAD_ELECTORATE, why)
+            return
+        if isinstance(b, Hello):
             return
         ref = self.node_ref(base_node(b.node))
         assert ref is not None

@@ -160,6 +160,8 @@ class Central:
         for _ in range(10_000):
             before = self.intake.plan.version
             for i, a in enumerate(self.agents):
+                if a.behaviour.idle(self.intake.plan):
+                    continue
                 now = self.now()
                 self._execute(i, a.behaviour.poll(self.tree(), now))
             if self.intake.plan.version == before:

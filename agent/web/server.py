@@ -43,7 +43,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agent.goals import (
-    DESCRIPTION_MAX, TITLE_MAX, GoalTextError, SubmitError, check_goal_text, choose_electorate,
+    DESCRIPTION_MAX, TITLE_MAX, GoalTextError, SubmitError, check_goal_text, choose_electorate, electorate_size,
     make_goal,
 )
 from agent.supervise import supervise
@@ -363,7 +363,8 @@ class Web:
                                                   "me', or issue the page a credential with the scorer role. "
                                                   "Nothing was published.", 403)
                 electorate = electorate + [self.rt.me]
-            n = len(electorate)
+            n = electorate_size(self.settings, len(electorate) - int(self.rt.me in electorate),
+                                self.rt.me in electorate)
             q = form["quorum"]
             if q is not None and not is_majority(q, n):
                 raise FormError("quorum", f"quorum {q} does not fit the electorate of {n} "
@@ -372,7 +373,7 @@ class Web:
             s = self.settings.model_copy(update={"max_depth": form["depth"], "max_children": form["width"],
                                                  "max_rounds": form["rounds"], "quorum": q, "scorers": n})
             try:
-                body = make_goal(s, form["title"], form["description"], electorate)
+                body = make_goal(s, form["title"], form["description"], electorate, author=self.rt.me)
             except ValidationError as exc:
                 first = exc.errors()[0]
                 raise FormError(None, f"{'.'.join(map(str, first['loc']))}: {first['msg']}") from None

@@ -86,8 +86,9 @@ class Driver:
             self._nursery = nursery
             while True:
                 self._wake_ms = None
-                now = self._net_view()
-                await self._execute(self.behaviour.poll(self.rt.tree(), now))
+                if not self.behaviour.idle(self.rt.plan):
+                    now = self._net_view()
+                    await self._execute(self.behaviour.poll(self.rt.tree(), now))
                 await self._wait()
                 while self._answers:
                     ticket, answer = self._answers.pop(0)

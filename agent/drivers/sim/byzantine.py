@@ -101,6 +101,9 @@ class StrangerVoter(Scorer):
     def votable(self, n) -> bool:  # pretend to be an elector
         return not n.leaf and n.decided is None and n.depth < n.params.max_depth
 
+    def idle(self, plan) -> bool:
+        return False  # on no electorate by design: it votes anyway
+
     def _poll(self, tree: Tree, now: int) -> list[Effect]:
         out: list[Effect] = []
         for n in tree.walk():

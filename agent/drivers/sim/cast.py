@@ -12,6 +12,7 @@ from typing import Iterable, Protocol
 
 from agent.behaviour import make as make_behaviour
 from agent.behaviour.base import Behaviour
+from agent.core import committee
 from agent.core.events import Credential, PlanParams
 from agent.core.identity import Identity
 from agent.core.membership import Membership, issue_credential
@@ -99,13 +100,16 @@ class Cast:
             return make_behaviour(a.role, a.me, t, seed, strategy=a.strategy)
         return None
 
-    def params(self, electorate: Iterable[str]) -> PlanParams:
-        """The goal's plan parameters, refused if the Byzantine electors exceed the bound."""
+    def params(self, electorate: Iterable[str], author: str) -> PlanParams:
+        """The goal's plan parameters (more scorers than ``cfg.committee``: a committee drawn
+        from them for the goal ``author`` posts), refused if the Byzantine electors exceed the
+        bound."""
         cfg, f = self.cfg, self.cfg.faults
         params = PlanParams.of(electorate, cfg.quorum, liars=f.byzantine, max_depth=cfg.max_depth,
                                max_children=cfg.max_children, max_rounds=cfg.max_rounds,
                                max_lease_ms=cfg.max_lease_ms, brief=cfg.brief,
-                               max_attempts=cfg.max_attempts, token_budget=cfg.token_budget)
+                               max_attempts=cfg.max_attempts, token_budget=cfg.token_budget,
+                               committee=cfg.committee, seed=committee.seed(author, cfg.goal, ""))
         n, quorum = len(params.electorate), params.quorum
         if f.byzantine and not f.byzantine < 2 * quorum - n:
             raise ValueError(f"{f.byzantine} Byzantine electors exceed the bound for quorum {quorum} of {n}")

@@ -17,7 +17,8 @@
   claims hold a task (without yielding) for more than the goal's max_lease_ms in all;
 - membership: every event an honest agent filed is admitted by its author's credential (a
   role that may author it, stamped within the credential, not revoked), every goal's
-  electorate is credentialed scorers, and nothing signed by an insider's extra keys is filed;
+  electorate is credentialed scorers (with a committee: the committee its pool draws), and
+  nothing signed by an insider's extra keys is filed;
 - memory bounded: held (ahead-stamped) and waiting events stay within the intake's bounds,
   per author (tighter for authors without a credential) and in all;
 - no behaviour raises (the simulator lets exceptions through; the sweep reports them).
@@ -27,6 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from agent.core import committee
 
 from agent.core.slots import base_node
 from agent.core.tree import derive
@@ -213,6 +216,10 @@ class Checker:
                          if m.covering(e, {"scorer"}, ev.hlc.wall) is None or m.revoked_at(e, stamp)]
                 if stray:
                     self.fail("electorate", f"{a.name} filed a goal naming {len(stray)} uncredentialed electors")
+                p = ev.body.params
+                if p.committee and committee.problem(ev.author, ev.body.title, ev.body.description,
+                                                     p.electorate, p.pool, p.committee):
+                    self.fail("electorate", f"{a.name} filed a goal whose electorate is not its drawn committee")
         self._admitted[key] = len(events)
 
     def _check_memory(self, a) -> None:

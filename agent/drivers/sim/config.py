@@ -96,6 +96,7 @@ class SimConfig:
     scorers: int = 3
     executors: int = 2
     quorum: int | None = None  # default: a strict majority, raised to tolerate Byzantine electors
+    committee: int = 7  # more scorers than this: the goal's electorate is a committee drawn from them
     max_depth: int = 2
     max_children: int = 3
     max_rounds: int = 2

@@ -148,7 +148,7 @@ class Simulation:
             self.stats.injected.append(f"clock: {fast.name} runs {f.fast_clock_ms} ms ahead")
         for a in self.agents:
             a.behaviour = self.cast.behaviour(a)
-        self.params = self.cast.params(a.me for a in self.agents if a.role == "scorer")
+        self.params = self.cast.params((a.me for a in self.agents if a.role == "scorer"), self.agents[0].me)
 
     def _new_shell(self, log: MemoryLog | None = None) -> AgentShell:
         return AgentShell(Intake(self.intake_config, Plan(self.membership)), log or MemoryLog())
@@ -305,14 +305,21 @@ class Simulation:
             for offer in a.intake.due(self.local(a)):
                 self._took(a, offer)
         for _ in range(5):
+            # every stored event once, with its first holder (agents in order, each log in
+            # order): nothing is published while logs are pulled, so this is every log's union
+            # for the whole pass, and each agent walks it once (not every other agent's log:
+            # O(N x events), not O(N^2 x events), at a thousand agents)
+            union: dict[str, tuple[bytes, SimAgent]] = {}
+            for b in self.agents:
+                for raw in b.log.records:
+                    ev = self.net.decode(raw)
+                    if ev is not None and ev.id not in union:
+                        union[ev.id] = (raw, b)
             new = 0
             for a in self.agents:
-                for b in self.agents:
-                    if a is not b:
-                        for raw in b.log.records:
-                            ev = self.net.decode(raw)
-                            if ev is not None and not a.intake.knows(ev.id):
-                                new += self.offer(a, raw, "sync:" + b.me)
+                for eid, (raw, b) in union.items():
+                    if b is not a and not a.intake.knows(eid):
+                        new += self.offer(a, raw, "sync:" + b.me)
             if not new:
                 break
 
@@ -493,6 +500,8 @@ class Simulation:
                 return
             for a in dirty:
                 a.dirty = False
+                if a.behaviour.idle(a.intake.plan):
+                    continue
                 now = self.local(a)
                 a.shell.hand_net_view(a.behaviour, now)
                 effects = a.behaviour.poll(a.tree(now), now)
@@ -596,7 +605,8 @@ class Simulation:
             electorate = sorted({sim_identity(self.cfg.seed, f"{a.name}/extra-{k}").peer_id for k in body.keys})
             body = Goal(title="a goal decided by its submitter's own keys",
                         params=self.params.model_copy(update={"electorate": tuple(electorate),
-                                                              "quorum": quorum_for(len(electorate))}))
+                                                              "quorum": quorum_for(len(electorate)),
+                                                              "pool": (), "committee": 0}))
         if eff.stolen and isinstance(body, Hello) and a.credential is not None:
             body = body.model_copy(update={"credential": a.credential})
         now = self.local(a)
