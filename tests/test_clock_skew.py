@@ -30,11 +30,32 @@ def feed(est: SkewEstimator, peer: str, ahead_ms: int, n: int = 5, delay_ms: int
         est.sample(peer, at - ahead_ms - delay_ms - 7 * k, at)  # jittered delays, least 20 ms
 
 
-def test_we_are_ahead_of_every_peer():
+def test_a_lag_is_no_lead_but_a_round_trip_is():
+    """Every peer's events arriving 30 s after their stamps: a 30 s lead, or 30 s of delay
+    (under load, measured: read as a lead, 100 agents corrected their clocks by 384 s). Only a
+    round trip (a sync page carries the peer's clock) says we are ahead."""
     est = SkewEstimator()
     for p in "abc":
         feed(est, p, 30_000)
-    assert 30_000 <= est.ahead_ms(T + 500) <= 30_020
+    assert est.ahead_ms(T + 500) == 0
+    for p in "abc":  # asked at T + 500, the peer's clock read T - 29,485, answered at T + 540
+        est.round_trip(p, T + 500, T - 29_485, T + 540)
+    assert 29_985 <= est.ahead_ms(T + 540) <= 30_020
+
+
+def test_seconds_of_delay_both_ways_move_nothing():
+    """The overload that made the runaway: every delivery and every round trip 2-8 s late."""
+    import random
+
+    rnd = random.Random(7)
+    est = SkewEstimator()
+    for k in range(200):
+        p = f"p{k % 30}"
+        at = T + k * 300
+        est.sample(p, at - rnd.randint(2_000, 8_000), at)
+        there, back = rnd.randint(2_000, 8_000), rnd.randint(2_000, 8_000)
+        est.round_trip(p, at - there - back, at - back, at)  # answered "there" ms after it left
+        assert est.ahead_ms(at) == 0
 
 
 def test_one_peer_alone_moves_nothing_nor_does_one_liar_or_one_fast_peer():
@@ -93,6 +114,10 @@ async def test_a_fast_runtime_stamps_in_step_once_it_hears_its_peers_and_holds_b
     for i in range(3):  # three peers on the true clock: their events look 30 s old to it
         await rt.ingest(peer_hello(ident(f"peer{i}"), T - 15), f"gossip:{i}")
     rt._correct_clock()
+    assert rt.correction_ms == 0  # a lag alone may be delay
+    for i in range(3):  # its pulls: each page says the peer's clock
+        rt.round_trip(ident(f"peer{i}").peer_id, rt.local_ms() - 40, T - 20, rt.local_ms())
+    rt._correct_clock()
     assert 29_000 <= rt.correction_ms <= 30_100
     assert abs(rt.now_ms() - T) <= 1_000
     # its hello went out stamped 30 s ahead: what it signs now would be held by every peer, so
@@ -144,6 +169,7 @@ async def test_the_offset_is_exposed_and_a_correction_said_once(tmp_path):
         rt = runtime(tmp_path, lambda: now[0], clock_offset_ms=30_000)
         for i in range(3):
             await rt.ingest(peer_hello(ident(f"peer{i}"), T - 15), f"gossip:{i}")
+            rt.round_trip(ident(f"peer{i}").peer_id, rt.local_ms() - 40, T - 20, rt.local_ms())
         for _ in range(5):  # housekeeping re-estimates every half second
             rt._correct_clock()
     assert 29 <= metrics.REGISTRY.get_sample_value("swarm_clock_ahead_seconds") <= 30.1

@@ -542,3 +542,45 @@ async def test_anti_entropy_period_pulls_fanout_peers_but_a_resync_pulls_all(aut
         await trio.sleep(0.1)
         assert len(pulled) == 16
         nursery.cancel_scope.cancel()
+
+
+async def test_a_page_carries_the_servers_clock_and_the_client_takes_a_round_trip(tmp_path):
+    """Each pull's first page says the server's clock; the client notes its own clock around
+    the request (agent.core.skew bounds its offset from that). An old peer's page without it,
+    or a page with garbage there, gives no round trip and still syncs."""
+    from agent.net.sync import SyncClock
+    from agent.net.sync_server import SyncServer
+
+    st = EventStore(tmp_path / "e.jsonl")
+    evs = history(20)
+    _fill(st, evs)
+    server = SyncServer(protocol="p", store=st, limits=SyncLimits(),
+                        clock=SyncClock(serve=lambda: 1_000_000, local=lambda: 0, round_trip=None))
+    page = server.answer({"epoch": None, "cursor": 0, "limit": 5, "ids": 5})
+    assert page["now"] == 1_000_000 and check_id_response(page)[2] == 0
+    assert "now" not in server.answer({"get": pack_ids([evs[0].id])})
+
+    ticks = iter(range(5_000, 10_000, 100))
+    trips: list[tuple] = []
+    clock = SyncClock(serve=lambda: 0, local=lambda: next(ticks), round_trip=lambda *t: trips.append(t))
+    got: list[bytes] = []
+    client = _client(set(), got, clock=clock)
+    peer = _FakePeer(evs)
+
+    async def with_clock(p, req):
+        resp = await peer(p, req)
+        return {**resp, "now": 4_000} if "get" not in req else resp
+
+    client._request = with_clock
+    assert (await client.sync_from("b")).new == 20
+    assert trips == [("b", 5_000, 4_000, 5_100)]  # one per pull: its first page
+    for bad in (None, "4000", -1, True, 2**60):
+        trips.clear()
+        client2 = _client(set(), [], clock=clock)
+
+        async def garbage(p, req, bad=bad):
+            resp = await peer(p, req)
+            return {**resp, "now": bad} if bad is not None and "get" not in req else resp
+
+        client2._request = garbage
+        assert (await client2.sync_from("b")).new == 20 and trips == []

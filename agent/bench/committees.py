@@ -32,6 +32,7 @@ class Row:
     failed: int
     decisions: float
     events_per_decision: float
+    protocol_events_per_decision: float  # hellos aside (one per agent, not per decision)
     judgments_per_decision: float  # scores, reviews and votes
     deliveries_per_decision: float
     deliveries_per_decision_per_agent: float
@@ -40,7 +41,7 @@ class Row:
 
 
 def run(scorers: int, committee: int, seeds: list[int], faults: str = "none", agents_out: list | None = None) -> Row:
-    per: dict[str, list[float]] = {k: [] for k in ("dec", "ev", "judge", "deliv", "cpu", "done")}
+    per: dict[str, list[float]] = {k: [] for k in ("dec", "ev", "proto", "judge", "deliv", "cpu", "done")}
     failed = electorate = agents = 0
     for seed in seeds:
         cfg = SimConfig(seed=seed, scorers=scorers, committee=committee, faults=Faults.parse(faults))
@@ -58,6 +59,7 @@ def run(scorers: int, committee: int, seeds: list[int], faults: str = "none", ag
         judged = sum(1 for e in plan.events.values() if e.type in ("score", "review", "vote"))
         per["dec"].append(decisions)
         per["ev"].append(len(plan.events) / decisions)
+        per["proto"].append(sum(1 for e in plan.events.values() if e.type != "hello") / decisions)
         per["judge"].append(judged / decisions)
         per["deliv"].append(stats.deliveries / decisions)
         per["cpu"].append(cpu / decisions)
@@ -66,19 +68,20 @@ def run(scorers: int, committee: int, seeds: list[int], faults: str = "none", ag
     def med(k: str) -> float:
         return round(statistics.median(per[k]), 2) if per[k] else float("nan")
 
-    return Row(scorers, agents, committee, electorate, len(seeds), failed, med("dec"), med("ev"), med("judge"),
+    return Row(scorers, agents, committee, electorate, len(seeds), failed, med("dec"), med("ev"), med("proto"), med("judge"),
                med("deliv"), round(med("deliv") / agents, 2) if agents else float("nan"), round(med("cpu"), 3),
                med("done") if per["done"] else None)
 
 
 def table(rows: list[Row]) -> str:
     head = ("| scorers S | agents N | committee | electorate | seeds (failed) | decisions | events / decision "
-            "| judgments + votes / decision | deliveries / decision | per agent | sim CPU s / decision | goal -> done s (virtual) |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|")
+            "| hellos aside | judgments + votes / decision | deliveries / decision | per agent | sim CPU s / decision | goal -> done s (virtual) |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for r in rows:
         lines.append(f"| {r.scorers} | {r.agents} | {r.committee or 'all'} | {r.electorate} | {r.seeds} ({r.failed}) "
-                     f"| {r.decisions} | {r.events_per_decision} | {r.judgments_per_decision} "
+                     f"| {r.decisions} | {r.events_per_decision} | {r.protocol_events_per_decision} "
+                     f"| {r.judgments_per_decision} "
                      f"| {r.deliveries_per_decision:,.0f} | {r.deliveries_per_decision_per_agent} "
                      f"| {r.cpu_s_per_decision} | {r.done_s_virtual} |")
     return "\n".join(lines)

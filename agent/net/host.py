@@ -46,7 +46,7 @@ from .rendezvous import DhtRendezvous
 from .stats import NetworkStats
 from agent.store import EventStore
 from .swarmkey import key_id
-from .sync import PeerCursor, sync_protocol_id
+from .sync import PeerCursor, SyncClock, sync_protocol_id
 from .sync_client import PeerSync, SyncClient, SyncReport
 from .sync_server import SyncServer
 from .wire import InboundGuard, build_host
@@ -86,6 +86,7 @@ class Network:
         on_peers_changed: Callable[[int], None] | None = None,
         on_reject: Callable[[str, str], None] | None = None,
         on_refused: Callable[[str], None] | None = None,
+        clock: SyncClock | None = None,
         log: Any = None,
     ) -> None:
         self.config = config
@@ -106,9 +107,9 @@ class Network:
             page=config.sync_page, timeout=config.sync_timeout,
             interval=config.sync_interval, log=self._log, knows=knows, ids=config.sync_ids,
             id_page=config.sync_id_page, get_batch=config.sync_get_batch,
-            fanout=config.sync_fanout)
+            fanout=config.sync_fanout, clock=clock)
         self._server = SyncServer(protocol=self.sync_protocol, store=store,
-                                  limits=config.sync_limits, log=self._log)
+                                  limits=config.sync_limits, log=self._log, clock=clock)
         self._gossip = GossipChannel(peer_id=self._peer_id, topic=self.topic,
                                      intake=self._intake, log=self._log, on_reject=on_reject,
                                      on_overflow=self._sync.request_resync)

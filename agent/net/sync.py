@@ -25,6 +25,11 @@ id: a server of the first version ignores ``"ids"`` and answers a whole page, wh
 requester takes as such (and keeps asking that peer for whole pages); an old requester never
 sends ``ids`` or ``get``. Both versions serve the same positions of the same log.
 
+A page (ids or whole) also carries ``"now"``: the server's clock (the one it stamps by, ms)
+as it answered. The requester, which noted its own clock before sending and on receiving,
+has a round trip that bounds its offset to the server whatever the delays (agent.core.skew);
+a server or requester of an earlier version leaves it out or ignores it.
+
 A request the server will not answer gets an error reply instead of a reset stream:
 Response {"error": {"code": "bad_request" | "busy" | "unavailable", "message": str}}
 which the client raises as :class:`SyncRefused` (the message says what was wrong).
@@ -54,6 +59,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -303,3 +309,23 @@ class PeerCursor:
     pages: int = 0  # pages received, all syncs
     resets: int = 0  # times the peer's log changed under us (new epoch / shorter log)
     old: bool = False  # the peer answered an ids request with a whole page (first version)
+
+
+@dataclass(frozen=True)
+class SyncClock:
+    """The runtime's clocks as sync uses them: ``serve`` the one we stamp by (sent in every
+    page we serve), ``local`` ours uncorrected (around each request we send), and
+    ``round_trip(peer, sent, peer_ms, received)`` for what a page's ``now`` told us."""
+
+    serve: Callable[[], int]
+    local: Callable[[], int]
+    round_trip: Callable[[str, int, int, int], None]
+
+
+def page_clock(resp: Any) -> int | None:
+    """A page's ``now`` (the server's clock), if it sent a usable one."""
+    if isinstance(resp, dict):
+        now = resp.get("now")
+        if isinstance(now, int) and not isinstance(now, bool) and 0 <= now < 2**53:
+            return now
+    return None

@@ -39,8 +39,8 @@ from .stats import SyncClientStats
 from agent.store import raw_event_id
 from .sync import (
     MAX_GET, MAX_ID_PAGE, OLD_MAX_PAGE_BYTES, OrjsonCodec, PeerCursor, SyncProtocolError,
-    SyncRefused, check_get_response, check_has_response, check_id_response, check_response,
-    pack_ids,
+    SyncClock, SyncRefused, check_get_response, check_has_response, check_id_response, check_response,
+    pack_ids, page_clock,
 )
 
 __all__ = ["PeerSync", "SyncClient", "SyncReport"]
@@ -96,8 +96,9 @@ class SyncClient:
                  interval: float = 10.0, log: Any = None,
                  knows: Callable[[str], bool] | None = None, ids: bool = True,
                  id_page: int = ID_PAGE, get_batch: int = GET_BATCH,
-                 fanout: int = DEFAULT_FANOUT) -> None:
+                 fanout: int = DEFAULT_FANOUT, clock: SyncClock | None = None) -> None:
         self.protocol = protocol
+        self._clock = clock  # each pull's first page is a round trip for the clock estimate
         self._fanout = int(fanout)  # peers pulled per anti-entropy round (0 or less: every peer)
         self._rotation: list[str] = []  # peers not yet pulled in this pass over the connected ones
         self._intake = intake
@@ -271,7 +272,12 @@ class SyncClient:
             if by_ids:  # a first-version server ignores "ids": it sends `limit` whole events
                 req["ids"] = self._id_page
             try:
+                sent = self._clock.local() if self._clock is not None else 0
                 resp = await self._request(peer, req)
+                if self._clock is not None and pages == 0:
+                    peer_ms = page_clock(resp)
+                    if peer_ms is not None:
+                        self._clock.round_trip(peer, sent, peer_ms, self._clock.local())
                 if by_ids and isinstance(resp, dict) and "events" in resp and "ids" not in resp:
                     cur.old, by_ids = True, False  # a first-version peer: it sent a whole page
                     self._log.info("net.sync_peer_sends_pages", peer=peer)

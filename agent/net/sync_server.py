@@ -41,7 +41,9 @@ MAX_RESPONSE_BYTES = MAX_PAGE_BYTES + 64 * 1024
 
 
 class SyncServer:
-    def __init__(self, *, protocol: str, store: EventStore, limits: SyncLimits, log: Any = None) -> None:
+    def __init__(self, *, protocol: str, store: EventStore, limits: SyncLimits, log: Any = None,
+                 clock: Any = None) -> None:
+        self._clock = clock  # a SyncClock: every page says what our clock reads
         self.protocol = protocol
         self._store = store
         self._limits = limits
@@ -160,7 +162,10 @@ class SyncServer:
             return {"has": [self._store.position(i) is not None for i in ids]}
         if isinstance(request, dict) and "get" in request:
             return build_get(self._store, request)
-        return build_page(self._store, request)
+        page = build_page(self._store, request)
+        if self._clock is not None:
+            page["now"] = self._clock.serve()
+        return page
 
     def _count_refusal(self, reason: str) -> None:
         bump(self._stats.refused, reason)

@@ -29,7 +29,8 @@ import trio
 from agent import metrics
 from agent.core.events import Credential, Event, Hello
 from agent.core.identity import Identity
-from agent.core.skew import counts_for_clock
+from agent.core.skew import counts_for_clock, counts_peer_for_clock
+from agent.net.sync import SyncClock
 from agent.core.intake import Intake, IntakeConfig, Offer, Status
 from agent.core.membership import ROLES_FOR, Membership
 from agent.core.plan import Plan
@@ -176,6 +177,12 @@ class Runtime:
     @property
     def correction_ms(self) -> int:
         return self.clock_fix.correction_ms
+
+    def round_trip(self, peer: str, sent_ms: int, peer_ms: int, received_ms: int) -> None:
+        """A sync page's clock: a round trip to ``peer`` for the clock estimate (our clock
+        uncorrected around it), from a credentialed member only."""
+        if counts_peer_for_clock(self.plan.members, peer, peer_ms):
+            self.clock_fix.round_trip(peer, sent_ms, peer_ms, received_ms)
 
     def _correct_clock(self) -> None:
         """Stamp in step with the peers: a clock that runs ahead gets its events held by every
@@ -535,6 +542,8 @@ def open_runtime(settings: Settings, role: str, *, data_dir: Path | None = None,
         on_reject=lambda reason, peer: metrics.EVENTS_REJECTED.labels(reason=reason).inc(),
         on_refused=lambda reason: metrics.CONNECTIONS_REFUSED.labels(reason=reason).inc(),
         knows=lambda event_id: holder["rt"].intake.knows(event_id),
+        clock=SyncClock(serve=lambda: holder["rt"].now_ms(), local=lambda: holder["rt"].local_ms(),
+                        round_trip=lambda *trip: holder["rt"].round_trip(*trip)),
     )
     rt = holder["rt"] = Runtime(settings, role, identity=identity, log=store, net=net,
                                 membership=membership, credential=credential)

@@ -87,6 +87,10 @@ class SimNetwork:
         holders = None if confirm is None else sum(1 for b in peers if confirm in b.intake.plan.events)
         raws = []
         seen = set()
+        # each peer's answer carries its clock (the one it stamps by): a round trip for a's
+        # estimate of its offset (agent.core.skew), sent and received on a's uncorrected clock
+        now = self._now()
+        trips = [(b.me, now + a.skew, now + b.skew - b.clock.correction_ms) for b in peers]
         for b in peers:
             # a per-peer cursor, as the real sync keeps (reset when that log got shorter)
             start = a.cursors.get(b.idx, 0)
@@ -98,5 +102,5 @@ class SimNetwork:
                 if ev is not None and ev.id not in seen and not a.intake.knows(ev.id):
                     seen.add(ev.id)
                     raws.append((raw, b.idx))
-        self._at(self._now() + self.rng.randint(5, 120), "sync_done", a.idx,
-                 (a.epoch, ticket, raws, len(peers), holders))
+        self._at(now + self.rng.randint(5, 120), "sync_done", a.idx,
+                 (a.epoch, ticket, raws, len(peers), holders, trips))

@@ -33,7 +33,7 @@ from agent.core.identity import Identity
 from agent.core.intake import Intake, IntakeConfig, Status
 from agent.core.plan import Plan
 from agent.core.reasons import Rejected
-from agent.core.skew import ClockCorrection, counts_for_clock, hold_back_until
+from agent.core.skew import ClockCorrection, counts_for_clock, counts_peer_for_clock, hold_back_until
 from agent.core.tree import Tree
 from agent.shell import AgentShell, route
 from agent.store import MemoryLog
@@ -429,9 +429,14 @@ class Simulation:
         elif kind == "antientropy":
             self.net.antientropy(a)
         elif kind == "sync_done":
-            epoch, ticket, raws, peers, holders = payload
+            epoch, ticket, raws, peers, holders, trips = payload
             if epoch != a.epoch:
                 return
+            raw_now = self.now + a.skew
+            members = a.intake.plan.members
+            for peer, sent, peer_ms in trips:
+                if counts_peer_for_clock(members, peer, peer_ms):
+                    a.clock.round_trip(peer, sent, peer_ms, raw_now)
             new = sum(self.offer(a, raw, "sync:" + self.agents[src].me) for raw, src in raws)
             a.synced = a.synced or peers > 0
             if ticket is not None and a.behaviour is not None:
