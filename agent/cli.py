@@ -71,7 +71,7 @@ def simulate(
     processes: int = typer.Option(0, help="sweep processes (0: one per CPU)"),
     goal: str = typer.Option("Plan a two-week trip to Japan"),
     decomposers: int = typer.Option(3, min=1, max=20),
-    scorers: int = typer.Option(3, min=1, max=500),
+    scorers: int = typer.Option(3, min=1, max=2000),
     committee: int = typer.Option(7, min=0, max=101, help="more scorers than this: the goal's electorate is "
                                                            "a committee of this many drawn from them (0: all)"),
     executors: int = typer.Option(2, min=1, max=20),

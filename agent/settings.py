@@ -198,6 +198,8 @@ class Settings(BaseSettings):
     proposal_window: float = Field(1.5, ge=0, description="least wait for competing splits (s)")
     decomposers_per_node: int = Field(3, ge=0, description="a node's home decomposers, who propose for it "
                                       "(rendezvous hashing); the others only if none did within a minute; 0: all")
+    executors_per_task: int = Field(4, ge=0, description="executors that take over a ready task its home "
+                                    "executor left (rendezvous hashing); the others only after 30 s; 0: all")
     proposal_window_max: float = Field(120.0, ge=0)
     proposal_window_ratio: float = Field(2.0, ge=0,
                                          description="wait this many times the first split's delay")
@@ -320,6 +322,7 @@ class Settings(BaseSettings):
             lease_ms=int(self.lease_seconds * 1000),
             startup_sync_ms=int(self.startup_sync * 1000),
             decomposers_per_node=self.decomposers_per_node,
+            executors_per_task=self.executors_per_task,
         )
 
 

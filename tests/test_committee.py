@@ -207,3 +207,32 @@ def test_committee_members_dying_leave_the_goal_decidable():
     plan = sim.agents[-1].intake.plan
     voters = {e.author for e in plan.events.values() if e.type == "vote"}
     assert not voters & {a.me for a in dead} and len(voters) == 3
+
+
+# ----------------------------------------------------------------- executors per task
+def test_another_executors_task_is_taken_over_by_its_next_few_only_then_by_anyone():
+    from agent.behaviour import Executor
+    from agent.behaviour.effects import Publish
+    from agent.core.events import Claim
+    from builders import goal
+
+    execs = [ident(f"task-exec-{i}") for i in range(8)]
+    tm = Timing(startup_sync_ms=1000, steal_after_ms=3000, executors_per_task=3, foreign_claim_after_ms=30_000)
+    hellos = [hello(e, "executor", wall=1) for e in execs]
+    g = goal(USER, max_depth=0, wall=1990)  # the goal itself is the task
+    peers = sorted(e.peer_id for e in execs)
+    ranked = rendezvous.top(g.id, peers, 8)
+    next_few = [e for e in execs if e.peer_id in ranked[1:3]]  # the home (ranked[0]) is busy
+    far = [e for e in execs if e.peer_id in ranked[3:]]
+
+    def claims(who, now):
+        x = Executor(who.peer_id, tm, seed=1)
+        _ready(x, hellos, T0 + 10)
+        evs = hellos + [g]
+        x.poll(derive(fold(evs), T0 + 2000), T0 + 2000)  # it sees the task ready
+        out = x.poll(derive(fold(evs), now), now)
+        return [e for e in out if isinstance(e, Publish) and isinstance(e.body, Claim)]
+
+    assert all(claims(e, T0 + 5_100) for e in next_few)  # ready for 3.1 s: its next two take it
+    assert not any(claims(e, T0 + 5_100) for e in far)  # the other five wait
+    assert all(claims(e, T0 + 32_100) for e in far)  # ready for 30 s: anyone

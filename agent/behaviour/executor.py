@@ -103,14 +103,25 @@ class Executor(Behaviour):
         else:
             # another executor's task: taken over only once it has been visibly ready for a
             # while (its home executor, if idle, claims well before), spread by my own ranking
-            stale = [n for n in ready if now - self.seen_ready[n.task_key] >= self.timing.steal_after_ms]
+            due = {n.task_key: self.seen_ready[n.task_key] + self.steal_after(n.task_key, executors) for n in ready}
+            stale = [n for n in ready if now >= due[n.task_key]]
             if not stale:
-                return wake_at([min(self.seen_ready[n.task_key] for n in ready) + self.timing.steal_after_ms])
+                return wake_at([min(due.values())])
             target = max(stale, key=lambda n: rendezvous.weight(n.task_key, self.me))
             prompt = False
         t = self.task = _Task(target.id, target.task_key, self.ticket(), prompt=prompt)
         self.phase = Phase.CLAIMING
         return [Publish(Claim(node=t.key, lease_ms=self.timing.lease_ms), t.claim_ticket)]
+
+    def steal_after(self, task: str, executors: list[str]) -> int:
+        """How long another executor's ready task waits before I take it over: steal_after_ms
+        if I am among its first ``executors_per_task`` (rendezvous hashing; all of us in a
+        small swarm), foreign_claim_after_ms otherwise."""
+        tm = self.timing
+        k = tm.executors_per_task
+        if k <= 0 or len(executors) <= k or self.me in rendezvous.top(task, executors, k):
+            return tm.steal_after_ms
+        return max(tm.steal_after_ms, tm.foreign_claim_after_ms)
 
     def _winnable(self, n: NodeView) -> bool:
         """Whether a claim of mine could hold this ready task. A task whose holder yields (its
