@@ -236,3 +236,14 @@ def test_another_executors_task_is_taken_over_by_its_next_few_only_then_by_anyon
     assert all(claims(e, T0 + 5_100) for e in next_few)  # ready for 3.1 s: its next two take it
     assert not any(claims(e, T0 + 5_100) for e in far)  # the other five wait
     assert all(claims(e, T0 + 32_100) for e in far)  # ready for 30 s: anyone
+
+
+def test_the_committee_bench_reports_fewer_judgments_per_decision_than_every_scorer_voting():
+    from agent.bench.committees import run, table
+
+    every = run(11, 0, [1])
+    five = run(11, 5, [1])
+    assert every.failed == five.failed == 0 and every.electorate == 11 and five.electorate == 5
+    assert five.judgments_per_decision < every.judgments_per_decision * 0.75
+    assert five.deliveries_per_decision < every.deliveries_per_decision
+    assert "| 11 | " in table([every, five]) and "| all |" in table([every])
