@@ -68,7 +68,11 @@ def client(url: str, **kw) -> httpx.AsyncClient:
 
 def propose(rt: Runtime, node: str, titles: list[str], who: str = "d1"):
     body = Proposal(node=node, strategy="by place", subgoals=tuple(Subgoal(title=t) for t in titles))
-    return sign_event(ident(who), Timestamp(rt.now_ms(), 0), body)
+    # stamped after the goal it splits, even within the goal's own millisecond (a proposal
+    # stamped the same ms as a goal the page had just published was refused as backdated)
+    goal = rt.plan.events.get(node)
+    wall = rt.now_ms() if goal is None else max(rt.now_ms(), goal.hlc.wall + 1)
+    return sign_event(ident(who), Timestamp(wall, 0), body)
 
 
 def test_form_fields_are_checked_with_clear_messages():

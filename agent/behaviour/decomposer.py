@@ -165,6 +165,7 @@ class Decomposer(Behaviour):
         if self.home(tree, slot):
             return 0
         if answered:
+            self.first_seen.pop(slot, None)
             return -1
         since = self.first_seen.setdefault(slot, now)
         until = since + self.timing.foreign_split_after_ms
