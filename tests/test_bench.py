@@ -101,7 +101,7 @@ def test_bench_command_core_section(tmp_path):
 
 
 def test_scale_roles_add_up_and_keep_an_odd_electorate():
-    from agent.bench.scale import roles_for
+    from agent.bench.fleet import roles_for
 
     with pytest.raises(ValueError):
         roles_for(5)
@@ -175,8 +175,9 @@ def test_idle_bench_parts(tmp_path):
     import collections
     from types import SimpleNamespace
 
-    from agent.bench.idle import buckets, sparse_peers
-    from agent.bench.scale import roles_for
+    from agent.bench.fleet import sparse_peers
+    from agent.bench.idle import buckets
+    from agent.bench.fleet import roles_for
 
     kids = [SimpleNamespace(name=f"a-{i}") for i in range(100)]
     chosen = sparse_peers(kids, 8)

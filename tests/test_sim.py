@@ -232,7 +232,7 @@ def test_the_insider_is_refused_everywhere_and_the_plan_completes():
         assert r.get(reason, 0) > 0, (reason, r)
     assert sim.stats.done_ms is not None
     honest = [a for a in sim.agents if not a.byzantine]
-    assert all(not (set(a.intake.plan.events) & sim.sybil_ids) for a in honest)
+    assert all(not (set(a.intake.plan.events) & sim.forger.sybil_ids) for a in honest)
 
 
 def test_checker_catches_an_event_the_authors_role_does_not_allow(monkeypatch):

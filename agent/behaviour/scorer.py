@@ -31,7 +31,7 @@ from . import work
 from .base import Behaviour, wake_at
 from .effects import Ask, Cancel, Count, Effect, LLMReply, Metric, Observe, Publish, log
 from .timing import Timing
-from .votes import fallback_value, jump_round, leader, my_lock, my_top_round, my_vote, public_leader
+from .votes import fallback_value, public_leader
 
 APPROVE_TIE = 0.02  # verdicts this close count as a tie (broken by the lower id)
 
@@ -185,9 +185,9 @@ class Scorer(Behaviour):
     def _current_round(self, b: _Ballot, o: _Obs, now: int, wake: list[int]) -> int:
         t = b.tally
         electorate = b.node.params.electorate
-        top = my_top_round(t, self.me)
+        top = t.top_round_of(self.me)
         cur = max(1, top)
-        if top and my_vote(t, self.me, top, "precommit") is not None:
+        if top and t.vote_of(self.me, top, "precommit") is not None:
             rt = t.rounds[top]
             if len(rt.precommitters) >= t.quorum:
                 at = o.precommit_quorum.setdefault(top, now)
@@ -198,7 +198,7 @@ class Scorer(Behaviour):
                     cur = top + 1
                 else:
                     wake.append(at + self.timing.precommit_timeout_ms)
-        jump = jump_round(t, len(electorate), cur)
+        jump = t.jump_round(len(electorate), cur)
         if jump is not None:
             cur = jump
         o.entered.setdefault(cur, now)
@@ -208,7 +208,7 @@ class Scorer(Behaviour):
         n, t = b.node, b.tally
         o = self._obs(b.slot, n, now, bool(n.proposals) if b.slot == n.id else False)
         r = self._current_round(b, o, now, wake)
-        if my_vote(t, self.me, r, "prevote") is None:
+        if t.vote_of(self.me, r, "prevote") is None:
             value = self._prevote_choice(b, o, r, now, wake)
             if value is None:
                 return []
@@ -218,10 +218,10 @@ class Scorer(Behaviour):
                                  log("info", "prevote", node=n.id, slot=b.slot, round=r, value=value)]
             if r == 1 and b.slot == n.id:
                 out.append(Observe(Metric.PROPOSALS_SCORED, len(n.proposals)))
-            if r > n.params.max_rounds and value == LEAF and b.slot == n.id and my_lock(t, self.me) is None:
+            if r > n.params.max_rounds and value == LEAF and b.slot == n.id and t.lock_of(self.me) is None:
                 out.append(Count(Metric.LEAF_BY_FALLBACK))
             return out
-        if my_vote(t, self.me, r, "precommit") is None:
+        if t.vote_of(self.me, r, "precommit") is None:
             rt = t.round(r)
             polka = rt.polka(t.quorum)
             if polka is not None:
@@ -246,7 +246,7 @@ class Scorer(Behaviour):
 
     def _prevote_choice(self, b: _Ballot, o: _Obs, r: int, now: int, wake: list[int]) -> str | None:
         t = b.tally
-        lock = my_lock(t, self.me)
+        lock = t.lock_of(self.me)
         # a polka in an earlier round, or already in this one, at or after my lock round
         polka = t.latest_polka(before=r + 1)
         if polka is not None and (lock is None or polka[0] >= lock[0]):
@@ -341,9 +341,9 @@ class Scorer(Behaviour):
         if not self.leaf_ok(n):
             return True
         t = n.tally
-        if t is None or my_vote(t, self.me, 1, "precommit") is None:
+        if t is None or t.vote_of(self.me, 1, "precommit") is None:
             return False
-        return my_lock(t, self.me) is None
+        return t.lock_of(self.me) is None
 
     def leaf_ok(self, n: NodeView) -> bool:
         """Whether this node can be executed as it is: this scorer's own judgment (never the
@@ -362,19 +362,15 @@ class Scorer(Behaviour):
         if not self._table_ready(n, o, r, now, wake, authored=entries):
             return None
         if r > 1:
-            lead = leader(n.brief_tally, r, exclude=(NIL,))
+            lead = n.brief_tally.leader(r, exclude=(NIL,))
             if lead is not None:
                 return lead
         return work.best_brief(n) or LEAF
 
     def _brief_fallback(self, n: NodeView) -> str:
         t = n.brief_tally
-        rt = t.rounds.get(n.params.max_rounds) if t is not None else None
-        if rt is not None:
-            counts = {v: len(w) for v, w in rt.prevotes.items() if v != NIL}
-            if counts:
-                return min(counts, key=lambda v: (-counts[v], v))
-        return LEAF  # no brief was agreed on: plan without one
+        value = t.most_prevoted(n.params.max_rounds, exclude=(NIL,)) if t is not None else None
+        return value or LEAF  # no brief was agreed on: plan without one
 
     # ------------------------------------------------------------------ reviews
     def _review_step(self, tree: Tree, n: NodeView, now: int, wake: list[int]) -> list[Effect]:
@@ -416,7 +412,7 @@ class Scorer(Behaviour):
 
     def _review_choice(self, n: NodeView, r: int, accept: bool) -> str:
         if r > 1:
-            lead = leader(n.review_tally, r, exclude=(NIL,))
+            lead = n.review_tally.leader(r, exclude=(NIL,))
             if lead is not None:
                 return lead
         return n.candidate["id"] if accept else REJECT
@@ -489,7 +485,7 @@ class Scorer(Behaviour):
         if all(p.id in self.verdicts for p in n.proposals):
             return []
         o = self._obs(n.id, n, now, True)
-        r = max(1, my_top_round(n.tally, self.me)) if n.tally is not None else 1
+        r = max(1, n.tally.top_round_of(self.me)) if n.tally is not None else 1
         if not self._table_ready(n, o, r, now, []):
             return []
         props = list(n.proposals)

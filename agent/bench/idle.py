@@ -22,17 +22,16 @@ import statistics
 import subprocess
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psutil
 import trio
 
-from agent.bench.scale import _cpu_seconds, roles_for
+from agent.bench.fleet import cpu_seconds, roles_for, start_agents
 from agent.bench.swarm import write_key
-from agent.demo import DemoConfig, child_env, issue_credential_file, plan_children, stop
-from agent.procs import die_with_parent
+from agent.demo import DemoConfig, issue_credential_file, plan_children, stop
 from agent.drivers.real.runtime import open_runtime
 from agent.settings import load_settings
 
@@ -66,40 +65,6 @@ class IdleRun:
             "rss_mb_max": round(max(rss), 1) if rss else None,
             "load": self.load,
         }
-
-
-def sparse_peers(children: list[Any], k: int, seed: int = 22) -> dict[str, list[Any]]:
-    """Each agent's static peers when not everyone dials everyone: its next k//2 on a ring
-    (so the graph is connected) and k - k//2 others drawn at random (so it is an expander,
-    a few hops across). Dialled both ways, an agent ends up with about 2k connections."""
-    import random
-
-    rng = random.Random(seed)
-    n = len(children)
-    out: dict[str, list[Any]] = {}
-    for i, c in enumerate(children):
-        ring = [children[(i + j) % n] for j in range(1, k // 2 + 1)]
-        rest = [o for o in children if o is not c and o not in ring]
-        out[c.name] = ring + rng.sample(rest, min(len(rest), k - len(ring)))
-    return out
-
-
-def start_agents(cfg: DemoConfig, children: list[Any], log_dir: Path, src: Path | None = None,
-                 peers: int = 0) -> None:
-    """The demo's start, with the agents' code taken from ``src`` (another checkout: the
-    baseline of a before/after comparison run side by side) when given, and with ``peers``
-    (> 0) static peers per agent instead of every other agent (``sparse_peers``)."""
-    chosen = sparse_peers(children, peers) if 0 < peers < len(children) - 1 else {}
-    for c in children:
-        idx = int(c.name.rsplit("-", 1)[1]) - 1
-        env = child_env(cfg, c, children, idx)
-        if c.name in chosen:
-            env["SWARM_PEERS"] = ",".join(o.addr for o in chosen[c.name])
-        with open(log_dir / f"{c.name}.log", "ab") as fh:
-            c.proc = subprocess.Popen(
-                [os.sys.executable, "-m", "agent", "run"], env=env,
-                stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                preexec_fn=die_with_parent(), cwd=str(src) if src else None)
 
 
 async def _wait_ready(cfg: DemoConfig, children: list[Any], root: Path, run: IdleRun, timeout: float) -> None:
@@ -159,9 +124,9 @@ def run_idle(n: int, root: Path, *, window: float = 30.0, settle: float = 15.0,
                 spies.append(subprocess.Popen(
                     [spy, "record", "--format", "raw", "-r", str(rate), "-d", str(int(window)), "-p",
                      str(c.proc.pid), "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        before, t0 = _cpu_seconds(procs), time.monotonic()
+        before, t0 = cpu_seconds(procs), time.monotonic()
         time.sleep(window)
-        after, secs = _cpu_seconds(procs), time.monotonic() - t0
+        after, secs = cpu_seconds(procs), time.monotonic() - t0
         for name, p in procs.items():
             if name in before and name in after:
                 run.cpu_pct[name] = round(100 * (after[name] - before[name]) / secs, 3)

@@ -25,24 +25,13 @@ from agent.demo import Child, DemoConfig, issue_credential_file, plan_children, 
 from agent.goals import make_goal
 from agent.drivers.real.runtime import open_runtime
 from agent.settings import load_settings
+from agent.bench.fleet import cpu_seconds, roles_for, start_agents
 from agent.bench.swarm import write_key
 
 GOSSIP_METRIC = "swarm_gossip_messages_received_total"
 
 
-def roles_for(n: int, max_decomposers: int = 0) -> dict[str, int]:
-    """N agent processes: about a quarter decomposers, a third scorers (odd), the rest
-    executors, one observer (at least 6: one decomposer, three scorers, one executor).
-    ``max_decomposers`` (> 0) caps the decomposers; the rest become executors."""
-    if n < 6:
-        raise ValueError(f"a scale run needs at least 6 agents, not {n}")
-    observers = 1
-    decomposers = max(1, n // 4)
-    if max_decomposers > 0:
-        decomposers = min(decomposers, max_decomposers)
-    scorers = max(3, n // 3) | 1
-    executors = max(1, n - observers - decomposers - scorers)
-    return dict(decomposers=decomposers, scorers=scorers, executors=executors, observers=observers)
+
 
 
 @dataclass
@@ -83,19 +72,8 @@ class ScaleRun:
     cpu_ms_per_delivery: float | None = None  # all busy CPU over all deliveries (the issue's measure)
 
 
-def _cpu_seconds(procs: dict[str, psutil.Process]) -> dict[str, float]:
-    out = {}
-    for name, p in procs.items():
-        try:
-            t = p.cpu_times()
-            out[name] = t.user + t.system
-        except psutil.Error:
-            pass
-    return out
-
-
 def _usage(procs: dict[str, psutil.Process], before: dict[str, float], seconds: float) -> Usage:
-    after = _cpu_seconds(procs)
+    after = cpu_seconds(procs)
     u = Usage()
     for name, p in procs.items():
         try:
@@ -177,7 +155,7 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, run: ScaleR
                 await trio.sleep(0.2)
         run.ready_s = round(time.monotonic() - t_start, 1)
         await trio.sleep(2.0)  # past every agent's start-up sync
-        before, t0 = _cpu_seconds(procs), time.monotonic()
+        before, t0 = cpu_seconds(procs), time.monotonic()
         await trio.sleep(idle_s)
         usage = _usage(procs, before, time.monotonic() - t0)
         run.idle = asdict(usage) | usage.summary()
@@ -188,7 +166,7 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, run: ScaleR
         run.electorate = len(body.params.electorate)
         g0 = await trio.to_thread.run_sync(_scrape_gossip, children)
         goal = await rt.publish(body)
-        before, t0 = _cpu_seconds(procs), time.monotonic()
+        before, t0 = cpu_seconds(procs), time.monotonic()
         cpu0 = dict(before)
         spies = _spy(children, profile_dir, profile_n, timeout)
         try:
@@ -205,7 +183,7 @@ async def _drive(cfg: DemoConfig, children: list[Child], root: Path, run: ScaleR
         g1 = await trio.to_thread.run_sync(_scrape_gossip, children)
         run.gossip_msgs_per_s = round((g1 - g0) / busy_s, 1) if busy_s > 0 else None
         run.events = len(rt.plan.events)
-        cpu1 = _cpu_seconds(procs)
+        cpu1 = cpu_seconds(procs)
         run.cpu_s = round(sum(cpu1[k] - cpu0[k] for k in cpu1 if k in cpu0), 2)
         run.deliveries = g1 - g0
         run.decisions = sum(1 for n in rt.tree().walk() if n.decided is not None)
@@ -238,7 +216,6 @@ def run_scale(n: int, root: Path, *, latency: float = 0.5, idle_s: float = 10.0,
     write_key(root / "client", "submitter", "scale")
     children = plan_children(cfg, root)
     if src is not None or peers:  # another checkout's agents (a baseline), or fewer static peers
-        from agent.bench.idle import start_agents
 
         start_agents(cfg, children, root / "logs", src, peers)
     else:
@@ -291,7 +268,6 @@ def main(sizes: list[int], out_dir: Path, **kw: Any) -> list[dict[str, Any]]:
 
 if __name__ == "__main__":
     import json
-    import sys
     import tempfile
 
     from agent.logging import configure_logging

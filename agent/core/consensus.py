@@ -22,7 +22,7 @@ a late vote from a partition or a restarted elector can add to the tally but nev
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 from .events import LEAF, NIL, Event
 
@@ -50,6 +50,37 @@ class RoundTally:
     def voters(self) -> set[str]:
         return self.prevoters | self.precommitters
 
+    def vote_of(self, elector: str, phase: str) -> str | None:
+        """What ``elector`` voted in ``phase`` of this round (the lowest value if it voted two)."""
+        book = self.prevotes if phase == "prevote" else self.precommits
+        for value, who in sorted(book.items()):
+            if elector in who:
+                return value
+        return None
+
+    def most_prevoted(self, exclude: tuple[str, ...] = (NIL,),
+                      rank: Callable[[str], Any] | None = None) -> str | None:
+        """The value most electors prevoted in this round (``exclude`` left out); ties go to
+        the lowest ``rank`` then the lowest value, so every peer reads the same one."""
+        counts = {v: len(w) for v, w in self.prevotes.items() if v not in exclude}
+        if not counts:
+            return None
+        if rank is None:
+            return min(counts, key=lambda v: (-counts[v], v))
+        return min(counts, key=lambda v: (-counts[v], rank(v), v))
+
+    def to_json(self, quorum: int | None = None) -> dict[str, Any]:
+        """The round as it is shown: who voted what; with ``quorum``, what it came to."""
+        out: dict[str, Any] = {
+            "round": self.number,
+            "prevotes": {v: sorted(w) for v, w in sorted(self.prevotes.items())},
+            "precommits": {v: sorted(w) for v, w in sorted(self.precommits.items())},
+        }
+        if quorum is not None:
+            out.update(polka=self.polka(quorum), committed=self.committed(quorum),
+                       equivocators=sorted(self.equivocators))
+        return out
+
 
 def _quorum_value(by_value: dict[str, set[str]], quorum: int, skip_nil: bool = False) -> str | None:
     # With more liars than the safety bound two values could both reach a quorum: the lowest
@@ -71,6 +102,65 @@ class Tally:
     @property
     def top_round(self) -> int:
         return max(self.rounds, default=0)
+
+    # ---------------------------------------------------------------- one elector's readings
+    def vote_of(self, elector: str, rnd: int, phase: str) -> str | None:
+        rt = self.rounds.get(rnd)
+        return None if rt is None else rt.vote_of(elector, phase)
+
+    def lock_of(self, elector: str) -> tuple[int, str] | None:
+        """(round, value) of the elector's highest-round precommit for something other than NIL."""
+        for r in sorted(self.rounds, reverse=True):
+            v = self.rounds[r].vote_of(elector, "precommit")
+            if v is not None and v != NIL:
+                return r, v
+        return None
+
+    def top_round_of(self, elector: str) -> int:
+        return max((r for r, rt in self.rounds.items() if elector in rt.voters()), default=0)
+
+    # ---------------------------------------------------------------- what every peer reads alike
+    def jump_round(self, electorate_size: int, above: int) -> int | None:
+        """The highest round above ``above`` in which enough electors voted that at least one of
+        them is honest and live (n - q + 1): an elector that fell behind catches up there."""
+        need = electorate_size - self.quorum + 1
+        best = None
+        for r, rt in self.rounds.items():
+            if r > above and len(rt.voters()) >= need:
+                best = r if best is None else max(best, r)
+        return best
+
+    def closed_rounds(self) -> int:
+        """How many rounds visibly ended: a round is over once anyone voted in a later one, or
+        once a quorum precommitted in it (without deciding, when the node is undecided)."""
+        closed = 0
+        top = self.top_round
+        for r in range(1, top + 1):
+            rt = self.rounds.get(r)
+            if r < top or (rt is not None and len(rt.precommitters) >= self.quorum):
+                closed = r
+        return closed
+
+    def leader(self, before: int, exclude: tuple[str, ...] = (NIL,),
+               rank: Callable[[str], Any] | None = None) -> str | None:
+        """The value most prevoted in the latest round before ``before`` that has any prevotes
+        (``exclude`` left out; ties as in ``RoundTally.most_prevoted``)."""
+        for r in range(before - 1, 0, -1):
+            rt = self.rounds.get(r)
+            if rt is None:
+                continue
+            value = rt.most_prevoted(exclude, rank)
+            if value is not None:
+                return value
+        return None
+
+    def most_prevoted(self, rnd: int, exclude: tuple[str, ...] = (NIL,),
+                      rank: Callable[[str], Any] | None = None) -> str | None:
+        rt = self.rounds.get(rnd)
+        return None if rt is None else rt.most_prevoted(exclude, rank)
+
+    def to_json(self, full: bool = False) -> list[dict[str, Any]]:
+        return [self.rounds[r].to_json(self.quorum if full else None) for r in sorted(self.rounds)]
 
     def latest_polka(self, before: int) -> tuple[int, str] | None:
         """(round, value) of the highest-round non-NIL polka in a round < ``before``."""

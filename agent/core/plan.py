@@ -498,6 +498,10 @@ class Plan:
             t = self._tallies[node] = tally(self.by_node[node].votes if node in self.by_node else (), quorum)
         return t
 
+    def count_votes(self, votes: Iterable[Event], quorum: int) -> Tally:
+        """``votes`` counted by the fold's one rule (a quorum of precommits in one round)."""
+        return tally(votes, quorum)
+
     def leases(self, node: str) -> Leases:
         ls = self._leases.get(node)
         if ls is None:

@@ -19,32 +19,42 @@ precommit and result it saw: it never waits here for longer than gossip takes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Iterable, Mapping, Protocol
 
-from .consensus import LEAF
+from .consensus import LEAF, Tally
+from .events import Event
 from .slots import parse_task, review_slot, task_key
 
-if TYPE_CHECKING:
-    from .events import Event
-    from .plan import Plan
-
-__all__ = ["claim_wait", "decided_before"]
+__all__ = ["Fold", "claim_wait", "decided_before"]
 
 
-def decided_before(plan: "Plan", node: str, stamp: tuple[int, int]) -> bool:
+class Fold(Protocol):
+    """What these rules read of the fold (``agent.core.plan.Plan``), which asks them."""
+
+    by_node: Mapping[str, Any]
+    proposals: Mapping[str, Event]
+
+    def tally(self, node: str) -> Tally: ...
+    def count_votes(self, votes: Iterable[Event], quorum: int) -> Tally: ...
+    def node_ref(self, node: str) -> Any: ...
+    def decided(self, node: str) -> str | None: ...
+    def children(self, node: str) -> list[str]: ...
+    def attempt(self, node: str) -> int: ...
+    def leases(self, node: str) -> Any: ...
+
+
+def decided_before(plan: Fold, node: str, stamp: tuple[int, int]) -> bool:
     """The votes stamped before ``stamp`` already decide ``node`` as all of them do (a quorum
     of precommits in one round, by the fold's own rule)."""
-    from . import plan as fold_rules  # the fold's tally, whatever it is (tests plant bugs in it)
-
     t = plan.tally(node)
     if t.decided is None:
         return False
     ne = plan.by_node.get(node)
     early = [v for v in (ne.votes if ne else ()) if (v.hlc.wall, v.hlc.logical) < stamp]
-    return fold_rules.tally(early, t.quorum).decided == t.decided
+    return plan.count_votes(early, t.quorum).decided == t.decided
 
 
-def claim_wait(plan: "Plan", ev: "Event") -> str | None:
+def claim_wait(plan: Fold, ev: Event) -> str | None:
     """None if claim ``ev`` (on a node that is a task) is provably stamped after the node
     became one; else the pending key of the evidence still missing."""
     node, attempt = parse_task(ev.body.node)  # a later attempt's key is <node>#<k>

@@ -254,16 +254,7 @@ class NodeView:
 
 
 def _rounds_json(tally: Tally | None) -> list[dict[str, Any]]:
-    rounds = []
-    if tally is not None:
-        for r in sorted(tally.rounds):
-            rt = tally.rounds[r]
-            rounds.append({
-                "round": r,
-                "prevotes": {v: sorted(w) for v, w in sorted(rt.prevotes.items())},
-                "precommits": {v: sorted(w) for v, w in sorted(rt.precommits.items())},
-            })
-    return rounds
+    return tally.to_json() if tally is not None else []
 
 
 def _review_json(r: ReviewView) -> dict[str, Any]:

@@ -9,11 +9,11 @@ schema is one self-contained object, as llama.cpp's and Ollama's grammars want i
 
 import json
 from functools import lru_cache
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from agent.llm.base import LLMBadOutput, _short
+from agent.llm.errors import LLMBadOutput, _short
 
 
 class Answer(BaseModel):

@@ -2,7 +2,7 @@
 
 Backends return a dict that is valid as ``req.answer`` (a pydantic model of
 ``agent.llm.answers``, whose JSON schema ``req.schema`` constrains their decoding); anything
-else is an error from the hierarchy below, so a role only ever has to handle ``LLMError`` (and
+else is an error of ``agent.llm.errors`` (handed on here), so a role only ever has to handle ``LLMError`` (and
 may retry ``LLMUnavailable`` later).
 """
 
@@ -13,6 +13,12 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping, TypeVar
+
+from agent.llm.answers import schema_of
+from agent.llm.errors import LLMBadOutput, LLMError, LLMUnavailable, ModelMissing, _short
+
+__all__ = ["Answer", "LLM", "LLMBadOutput", "LLMError", "LLMRequest", "LLMUnavailable", "ModelMissing",
+           "RequestKind", "estimate_tokens", "_short"]
 
 T = TypeVar("T")
 
@@ -44,8 +50,6 @@ class LLMRequest:
         """The answer's JSON schema, references inlined ({} for free text)."""
         if self.answer is None:
             return {}
-        from agent.llm.answers import schema_of  # answers imports this module's errors
-
         return schema_of(self.answer)
 
 
@@ -66,22 +70,6 @@ class Answer:
 def estimate_tokens(text: str) -> int:
     """About four characters a token (English BPE tokenizers); for backends that report none."""
     return max(1, (len(text) + 3) // 4) if text else 0
-
-
-class LLMError(Exception):
-    """Any failure of the LLM layer."""
-
-
-class LLMUnavailable(LLMError):
-    """The server is unreachable, timed out or the backend cannot load; retry later."""
-
-
-class ModelMissing(LLMError):
-    """The configured model is not there; the message says how to fix it."""
-
-
-class LLMBadOutput(LLMError):
-    """The answer was not parseable or not valid against the schema (after retries)."""
 
 
 class LLM(abc.ABC):
@@ -129,9 +117,3 @@ async def generate_parsed(
             last = exc
     assert last is not None
     raise last
-
-
-def _short(value: Any, limit: int = 160) -> str:
-    """``value`` as one line (runs of whitespace, newlines included, are one space), cut at ``limit``."""
-    text = " ".join((value if isinstance(value, str) else repr(value)).split())
-    return text if len(text) <= limit else text[:limit] + "..."

@@ -2,8 +2,8 @@
 
 Structured output: the request's JSON schema goes in ``format``; the message content is
 parsed and validated again here. Every call is bounded by ``timeout`` (``trio.fail_after``
-and the httpx timeout); unavailability and bad answers are retried with exponential backoff
-by ``stamina``; a missing model is reported at once with the command that fixes it.
+and the httpx timeout); unavailability and bad answers are retried (``agent.llm.retry``); a
+missing model is reported at once with the command that fixes it.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from typing import Any
 
 import httpx
 import ollama
-import stamina
 import structlog
 import trio
 
@@ -26,6 +25,7 @@ from agent.llm.base import (
     ModelMissing,
 )
 from agent.llm.answers import parse_answer
+from agent.llm.retry import complete_retrying
 
 log = structlog.get_logger()
 
@@ -103,27 +103,8 @@ class OllamaLLM(LLM):
         return False, f"{self._missing()} (it has: {present})"
 
     async def complete(self, req: LLMRequest) -> Answer:
-        attempts = self.retries + 1
-        n = 0
-        spent = [0, 0]  # per call, not per client: calls may run concurrently
-        try:
-            async for attempt in stamina.retry_context(
-                on=(LLMUnavailable, LLMBadOutput),
-                attempts=attempts,
-                timeout=None,
-                wait_initial=self.backoff_initial,
-                wait_max=self.backoff_max,
-                wait_jitter=self.backoff_initial,
-            ):
-                with attempt:
-                    n += 1
-                    seed = None if req.seed is None else (req.seed + (n - 1) * 7919) % (2**31)
-                    return await self._once(req, seed, n, attempts, spent)
-        except (LLMUnavailable, LLMBadOutput) as exc:
-            if n <= 1:
-                raise
-            raise type(exc)(f"{exc} (after {n} attempts)") from exc
-        raise AssertionError("unreachable")  # pragma: no cover
+        return await complete_retrying(self._once, req, retries=self.retries,
+                                       backoff_initial=self.backoff_initial, backoff_max=self.backoff_max)
 
     async def _once(self, req: LLMRequest, seed: int | None, n: int, attempts: int,
                     spent: list[int]) -> Answer:

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 import httpx
-import stamina
 import structlog
 import trio
 
@@ -47,6 +46,7 @@ from agent.llm.base import (
     ModelMissing,
 )
 from agent.llm.answers import parse_answer
+from agent.llm.retry import complete_retrying
 
 log = structlog.get_logger()
 
@@ -279,27 +279,8 @@ class OpenAILLM(LLM):
         return body
 
     async def complete(self, req: LLMRequest) -> Answer:
-        attempts = self.retries + 1
-        n = 0
-        spent = [0, 0]  # per call, summed over its attempts: they were all paid for
-        try:
-            async for attempt in stamina.retry_context(
-                on=(LLMUnavailable, LLMBadOutput),
-                attempts=attempts,
-                timeout=None,
-                wait_initial=self.backoff_initial,
-                wait_max=self.backoff_max,
-                wait_jitter=self.backoff_initial,
-            ):
-                with attempt:
-                    n += 1
-                    seed = None if req.seed is None else (req.seed + (n - 1) * 7919) % (2**31)
-                    return await self._once(req, seed, n, attempts, spent)
-        except (LLMUnavailable, LLMBadOutput) as exc:
-            if n <= 1:
-                raise
-            raise type(exc)(f"{exc} (after {n} attempts)") from exc
-        raise AssertionError("unreachable")  # pragma: no cover
+        return await complete_retrying(self._once, req, retries=self.retries,
+                                       backoff_initial=self.backoff_initial, backoff_max=self.backoff_max)
 
     async def _post(self, body: dict[str, Any], kind: str, headers: dict[str, str]) -> httpx.Response:
         try:

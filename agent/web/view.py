@@ -43,19 +43,7 @@ def node_view(n: NodeView, plan: Plan, now_ms: int) -> dict[str, Any]:
                        for s in p.scores],
             "mean": _round(p.mean_score()),
         })
-    rounds = []
-    if n.tally is not None:
-        q = n.tally.quorum
-        for r in sorted(n.tally.rounds):
-            rt = n.tally.rounds[r]
-            rounds.append({
-                "round": r,
-                "prevotes": {v: sorted(w) for v, w in sorted(rt.prevotes.items())},
-                "precommits": {v: sorted(w) for v, w in sorted(rt.precommits.items())},
-                "polka": rt.polka(q),
-                "committed": rt.committed(q),
-                "equivocators": sorted(rt.equivocators),
-            })
+    rounds = n.tally.to_json(full=True) if n.tally is not None else []
     claims = []
     busy_until: int | None = None
     counted_claim = n.result["claim"] if n.result else None

@@ -195,7 +195,7 @@ class Checker:
         if start > len(events):
             start = 0  # (a refold reordered the plan's events)
         for ev in events[start:]:
-            if ev.id in self.sim.sybil_ids:
+            if ev.id in self.sim.forger.sybil_ids:
                 self.fail("membership", f"{a.name} filed a {ev.type} of an insider's extra key")
                 continue
             if ev.type == "revoke":
@@ -234,7 +234,7 @@ class Checker:
             self.fail("memory_bounded", f"{a.name} keeps {waiting_one} waiting events of one author")
         if not intake.plan.members.closed:
             return
-        for who in [b.me for b in self._strangers()] + sorted(self.sim.sybil_authors):
+        for who in [b.me for b in self._strangers()] + sorted(self.sim.forger.sybil_authors):
             if intake.held_from(who) > max(1, cfg.held_per_author // 8) or \
                     intake.waiting_from(who) > cfg.pending_per_stranger:
                 self.fail("memory_bounded", f"{a.name} holds more of {who[-6:]} (no credential) than a stranger may")

@@ -6,7 +6,8 @@ module holds the agents and is their second driver (it executes their effects in
 time). The rest is split by who owns it: who the agents are (`cast.py`: roles, keys,
 credentials, which members are Byzantine and what each runs), the network (`network.py`:
 gossip delays with long tails, loss, duplication, reordering, partitions that heal,
-anti-entropy sync), the fault plan (`faults.py`: when partitions, crashes and pauses happen),
+anti-entropy sync), the fault plan (`faults.py`: when partitions, crashes and pauses happen; `byzantine.py`:
+the lying members' behaviours; `forge.py`: what they sign without their own checks),
 the LLM (`llm.py`: slow, failing and garbage-answering), what a run measured (`stats.py`).
 Here stay the agents' lives and their scheduling: one event queue in virtual time, what a
 fault does to an agent (crashes and restarts from the stored log, with a torn last write;
@@ -27,8 +28,7 @@ from agent.behaviour.effects import (
     Ask, Cancel, Count, Effect, Log, Observe, Publish, PublishFailed, SyncDone,
     SyncPeers, WakeAt,
 )
-from agent.core.events import Credential, Event, Goal, Hello, quorum_for, sign_event
-from agent.core.hlc import Timestamp
+from agent.core.events import Credential, Event, Goal, Hello
 from agent.core.identity import Identity
 from agent.core.intake import Intake, IntakeConfig, Status
 from agent.core.plan import Plan
@@ -38,11 +38,12 @@ from agent.core.tree import Tree
 from agent.shell import AgentShell, route
 from agent.store import MemoryLog
 
-from .byzantine import ForgedPublish, PackedGoal, SybilPublish
+from .byzantine import ForgedPublish, SybilPublish
 from .cast import Cast, sim_identity
 from .checker import Checker
 from .config import START_MS, SimConfig
 from .faults import schedule_faults
+from .forge import Forger
 from .llm import SimLLM
 from .network import SimNetwork
 from .stats import SimStats
@@ -116,8 +117,6 @@ class Simulation:
         self.net = SimNetwork(cfg, self.rng, self.stats, self.agents, lambda: self.now, self.at)
         self.llm = SimLLM(cfg, self.rng, lambda: self.now)
         self.retracted: set[str] = set()  # own events torn before they were published
-        self.sybil_ids: set[str] = set()  # events signed by an insider's extra keys
-        self.sybil_authors: set[str] = set()  # an insider's extra keys
         self.origin: dict[str, int] = {}  # event id -> publishing agent
         self.trace: list[tuple[int, str, str, dict]] = []
         self.goal_id: str | None = None
@@ -149,6 +148,7 @@ class Simulation:
         for a in self.agents:
             a.behaviour = self.cast.behaviour(a)
         self.params = self.cast.params((a.me for a in self.agents if a.role == "scorer"), self.agents[0].me)
+        self.forger = Forger(self.cfg.seed, self.params)  # what Byzantine members sign
 
     def _new_shell(self, log: MemoryLog | None = None) -> AgentShell:
         return AgentShell(Intake(self.intake_config, Plan(self.membership)), log or MemoryLog())
@@ -584,18 +584,12 @@ class Simulation:
         if self.cfg.trace:
             self.trace.append((self.now - START_MS, a.name, eff.event, dict(eff.fields)))
 
-    def _forge(self, a: SimAgent, eff: "ForgedPublish") -> None:
-        """A Byzantine member's event: signed with a back-dated stamp if it likes, sent without
-        passing its own checks."""
+    def _forge(self, a: SimAgent, eff: ForgedPublish) -> None:
+        """A Byzantine member's event (``forge.py``): filed in its own log if its fold takes it,
+        and sent."""
         now = self.local(a)
-        hlc = a.intake.clock.send(now)
-        if eff.backdate_ms:
-            hlc = Timestamp(max(0, hlc.wall - eff.backdate_ms), 0)
-        if eff.wall:
-            hlc = Timestamp(eff.wall, 0)
-        ev = sign_event(a.identity, hlc, eff.body)
-        self.origin[ev.id] = a.idx
-        self.stats.events_published += 1
+        ev = self.forger.forged(a.identity, a.intake.clock, eff, now)
+        self._sent(a, ev)
         offer = a.intake.offer(ev, "self", now)
         if offer.ok:
             for e in offer.accepted:  # ours first, then what it unblocked
@@ -603,24 +597,14 @@ class Simulation:
         self.net.gossip(a, ev.raw)
 
     def _sybil(self, a: SimAgent, eff: SybilPublish) -> None:
-        """One of an insider's extra keys (no credential) signs and sends ``eff.body``."""
-        key = sim_identity(self.cfg.seed, f"{a.name}/extra-{eff.key}")
-        body = eff.body
-        if isinstance(body, PackedGoal):
-            electorate = sorted({sim_identity(self.cfg.seed, f"{a.name}/extra-{k}").peer_id for k in body.keys})
-            body = Goal(title="a goal decided by its submitter's own keys",
-                        params=self.params.model_copy(update={"electorate": tuple(electorate),
-                                                              "quorum": quorum_for(len(electorate)),
-                                                              "pool": (), "committee": 0}))
-        if eff.stolen and isinstance(body, Hello) and a.credential is not None:
-            body = body.model_copy(update={"credential": a.credential})
-        now = self.local(a)
-        ev = sign_event(key, Timestamp(max(0, now + eff.ahead_ms), 0), body)
+        """One of an insider's extra keys (no credential) signs ``eff.body``; it is only sent."""
+        ev = self.forger.sybil(a.name, a.credential, eff, self.local(a))
+        self._sent(a, ev)
+        self.net.gossip(a, ev.raw)
+
+    def _sent(self, a: SimAgent, ev: Event) -> None:
         self.origin[ev.id] = a.idx
         self.stats.events_published += 1
-        self.sybil_ids.add(ev.id)
-        self.sybil_authors.add(key.peer_id)
-        self.net.gossip(a, ev.raw)
 
     def _sender(self, idx: int) -> str:
         return self.agents[idx].me
