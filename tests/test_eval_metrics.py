@@ -290,11 +290,11 @@ def test_a_title_whose_dates_its_steps_contradict_and_instructions_said_back_sco
     # Leeds, 2026-12-05: "10-19 November: Preparation and Planning" over actions dated 19-28
     # October, and the step prompt's draft rule published as an action; make eval preferred it
     trees = EvalGoal("trees", "event", "Organise a tree-planting event for 40 people in Leeds in November", "", {})
-    bad = doc(trees, [("10-19 November: Preparation", "- Recruit 40 volunteers from Leeds Beckett (2027-10-19).\n"
+    bad = doc(trees, [("10-19 November: Volunteers and saplings", "- Recruit 40 volunteers from Leeds Beckett (2027-10-19).\n"
                                                        "- Order 200 saplings from the Woodland Trust (2027-10-20)."),
                       ("Planting", "- Plant the saplings in Roundhay Park (2027-11-20).\n- Keep the places, products "
                                    "and choices it names, drop what is wrong for the goal (2027-11-20).")])
-    good = doc(trees, [("Preparation", "- Recruit 40 volunteers from Leeds Beckett (2027-10-19).\n"
+    good = doc(trees, [("Volunteers and saplings", "- Recruit 40 volunteers from Leeds Beckett (2027-10-19).\n"
                                         "- Order 200 saplings from the Woodland Trust (2027-10-20)."),
                        ("Planting", "- Plant the saplings in Roundhay Park (2027-11-20).\n"
                                     "- Water each sapling (2027-11-20).")])

@@ -104,6 +104,26 @@ def test_a_split_that_names_the_work_beats_one_of_planning_chores():
     assert generic.coverage < real.coverage and generic.incomplete
 
 
+def test_project_phases_are_chores_and_planning_a_component_is_the_component():
+    # Japan, 2026-12-06 (make demo): the phases won, read as one chore of four, over the
+    # components, read as five of five because each title began with "Planning"
+    phases = ["Planning and Research", "Execution", "Reflection and Adjustments", "Follow-up"]
+    parts = ["Planning the Budget", "Planning Accommodation", "Planning Transportation",
+             "Planning Activities", "Planning Meals"]
+    assert chore_count(phases) == 4 and chore_count(parts) == 1  # a budget is money about the work
+    assert chore_count(["Initial Planning", "Trip Planning", "Planning Phase", "Next Steps",
+                        "10-19 November: Preparation"]) == 5
+    assert chore_count(["Event Execution", "Delivery and follow-up", "Plan Activities",
+                        "Kitchen demolition"]) == 0
+    goal, essential = "Plan a two-week trip to Japan", ("Book accommodation", "Arrange transportation",
+                                                        "Plan activities")
+    a = combine_criteria(check_split(goal, parts), chores=chore_count(parts), essential=essential,
+                         said=_said(parts))
+    b = combine_criteria(check_split(goal, phases), chores=chore_count(phases), essential=essential,
+                         said=_said(phases))
+    assert a.acceptable and not b.acceptable and a.overall > b.overall
+
+
 def test_coverage_reads_the_work_not_its_verb():
     said = _said(["Stay three nights at a ryokan hotel in Kyoto", "Ride the Shinkansen to Osaka"])
     assert covers("Book a hotel", said) and covers("Buy Shinkansen tickets", said)

@@ -154,7 +154,7 @@ CHORE = re.compile(
     r"set (?:goals|objectives|priorities)|gather information|"
     # the section titles of a drafted plan ("Researching Japan", "Planning Phase", "Initial
     # Planning and Budget Review", "Finalizing the Plan"): measured on the 1.5B model
-    r"research(?:ing)?|(?:initial |final |pre-?trip )?planning|finali[sz](?:e|ing)(?: the plan)?|"
+    r"research(?:ing)?|finali[sz](?:e|ing)(?: the plan)?|"
     r"plan(?:ning)? (?:phase|stage)|preparation and (?:research|planning)|"
     # money and people about the work ("Prepare the Budget", "Assign Tasks": Cardiff, measured)
     r"(?:prepar|set|creat|mak|build|establish|plan)\w* (?:the |a )?budget|budgeting$|"
@@ -163,8 +163,46 @@ CHORE = re.compile(
 )
 
 
+# Words of a project's phases, not of any goal's work: a title made of them alone names no
+# work ("Execution", "Reflection and Adjustments", "Monitoring and Control", "Next Steps").
+# Measured: Japan, 2026-12-06, the winning split was "Planning and Research, Execution,
+# Reflection and Adjustments, Follow-up" (one chore of four by the pattern above), over
+# "Planning the Budget, Planning Accommodation, Planning Transportation, ..." (five of five).
+_PHASE_WORDS = frozenset(
+    "execution execute executing implementation implement implementing reflection reflect reflecting "
+    "adjustment adjustments adjusting evaluation evaluate review reviewing monitoring monitor control "
+    "controlling closure closing close initiation initiating follow followup up feedback preparation "
+    "preparations preparing prepare planning plan research researching wrap assessment analysis "
+    "improvement improvements optimization optimisation refinement refinements completion conclusion "
+    "kickoff kick off next steps step overview introduction summary final initial post pre action "
+    "actions tasks task general phase stage process".split())
+_FILLER = frozenset("and the of a an your our for to january february march april may june july august "
+                    "september october november december".split())
+# "Planning Accommodation" is the accommodation; "Planning", "Initial Planning" and "Planning
+# and Research" are about the work
+_PLANNING = re.compile(r"^(?:initial |final |pre-?trip |trip |travel |event )?plan(?:ning)?\b\s*(.*)$",
+                       re.IGNORECASE)
+
+
+def phase_only(title: str) -> bool:
+    ws = [w for w in re.findall(r"[a-z]+", title.casefold()) if w not in _FILLER]
+    return bool(ws) and all(w in _PHASE_WORDS for w in ws)
+
+
+def is_chore(title: str) -> bool:
+    """Whether a step's title names work about the work (or a project phase) rather than work."""
+    t = title.strip()
+    if CHORE.match(t) or phase_only(t):
+        return True
+    m = _PLANNING.match(t)
+    if m is None:
+        return False
+    rest = re.sub(r"^(?:the|your|our|a|an)\s+", "", m.group(1).strip(), flags=re.IGNORECASE)
+    return not rest or phase_only(rest) or bool(CHORE.match(rest))
+
+
 def chore_count(titles: Sequence[str]) -> int:
-    return sum(1 for t in titles if CHORE.match(t.strip()))
+    return sum(1 for t in titles if is_chore(t))
 
 
 # Steps after the work is done. One is part of a plan. More is a plan of its aftermath: the
@@ -182,7 +220,7 @@ WRAP_UP = re.compile(
 def wrap_up_extra(titles: Sequence[str]) -> int:
     """Steps after the work beyond the first, leaving out those already counted as chores."""
     after = [t for t in titles if WRAP_UP.search(t)]
-    not_chores = [t for t in after if not CHORE.match(t.strip())]
+    not_chores = [t for t in after if not is_chore(t)]
     return min(len(not_chores), max(0, len(after) - 1))
 
 

@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 
 from agent.core import facts as fx
 from agent.core import text as tx
-from agent.core.scoring import CHORE
+from agent.core.scoring import is_chore
 from agent.eval.plans import PlanDoc
 
 
@@ -135,7 +135,7 @@ def plan_metrics(doc: PlanDoc, *, description: str = "",
     currencies = {codes[0] for _a, codes in fx.money_in(all_text) if codes}
     steps = doc.steps or []
     diary = [s.title for s in steps if fx.diary_phrase(s.text)]
-    chores = [s.title for s in steps if CHORE.match(s.title.strip())]
+    chores = [s.title for s in steps if is_chore(s.title)]
     concreteness = (sum(fx.concrete_marks(t) for _, t in units) / words * 100) if words else 0.0
     # a goal of the user's own has no aspects: its coverage is not measured (None), not 1.0
     coverage, missed = aspect_coverage([all_text], aspects) if aspects else (None, [])
