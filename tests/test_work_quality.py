@@ -949,6 +949,33 @@ def test_the_same_place_booked_in_two_steps_is_one_booking():
     assert fx.repeated_actions("- Book a tram tour in Lisbon (30 EUR).", [("Rooms", rooms)]) == []
 
 
+def test_a_journeys_steps_before_setting_off_come_before_its_dates():
+    """Japan, make demo 2026-12-06: a trip of 13-26 December spent its first two days on
+    "Research and Planning" and booked its flights on the 15th, two days into the trip."""
+    titles = ["Research and Planning", "Booking and Preparing for Departure", "Arriving in Japan",
+              "Exploring Tokyo"]
+
+    def windows(goal_wall: int, titles=titles, title="Plan a two-week trip to Japan"):
+        g = goal(U, wall=goal_wall, title=title, scorers=3, quorum=2, brief=True, max_depth=1)
+        top = proposal(D1, g.id, titles, wall=goal_wall + 10)
+        evs = [g, brief(U, g.id, wall=goal_wall + 5), top]  # the trip: 1-14 April 2027
+        evs += [precommit(s, g.id, top.id, wall=goal_wall + 20 + i) for i, s in enumerate(S[:2])]
+        tree = derive(fold(evs), T0 + goal_wall + 1000)
+        return [work.step_window(tree, tree.node(f"{top.id}/{i}")) for i in range(len(titles))]
+
+    # set long before: six weeks of getting ready, then the trip's own days
+    assert windows(0) == [(date(2027, 2, 18), date(2027, 3, 10)), (date(2027, 3, 11), date(2027, 3, 31)),
+                          (date(2027, 4, 1), date(2027, 4, 7)), (date(2027, 4, 8), date(2027, 4, 14))]
+    # set four days before setting off: those four days, never before the goal was set
+    days = (date(2027, 3, 28) - date(2026, 1, 1)).days * 86_400_000
+    assert windows(days)[:2] == [(date(2027, 3, 28), date(2027, 3, 29)), (date(2027, 3, 30), date(2027, 3, 31))]
+    # a trip split by place, or a goal that is no journey: the dates divided evenly as before
+    even = [(date(2027, 4, 1), date(2027, 4, 3)), (date(2027, 4, 4), date(2027, 4, 7)),
+            (date(2027, 4, 8), date(2027, 4, 10)), (date(2027, 4, 11), date(2027, 4, 14))]
+    assert windows(0, ["Tokyo", "Book a ryokan in Kyoto", "Osaka", "Fly home"]) == even
+    assert windows(0, title="Write a family cookbook of 40 recipes") == even
+
+
 def test_the_step_that_holds_the_event_gets_its_days_and_the_wrap_up_the_week_after():
     """Dublin, 2026-12-05: an even split of 16 January - 28 February put "Event Execution" on
     7-17 February; the brief's workshop was on 27-28 February."""

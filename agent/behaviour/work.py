@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
 
 from agent.core import facts as fx
 from agent.core import text as tx
@@ -363,7 +363,11 @@ def step_window(tree: Tree, node: NodeView) -> tuple[_dt.date, _dt.date] | None:
     dates run from the first step to the last instead of bunching at the start. At the root of
     an event to get ready for, the step that holds it gets the event's own days, the steps
     before it share the days to get ready, those after it the week after (Dublin, measured: an
-    even split put "Event Execution" on 7-17 February, the workshop being on 27-28)."""
+    even split put "Event Execution" on 7-17 February, the workshop being on 27-28). At the
+    root of a journey, the steps before setting off (``facts.DEPARTURE_PREP``) share the days
+    before its dates, from the day the goal was set, and the rest share its dates (Japan,
+    measured: "Research and Planning" took the trip's first two days and the flights were
+    booked two days before departure)."""
     root = root_of(tree, node)
     rng = fx.date_range((root.brief or {}).get("dates", ""))
     if rng is None:
@@ -376,6 +380,14 @@ def step_window(tree: Tree, node: NodeView) -> tuple[_dt.date, _dt.date] | None:
         i = next((k for k, c in enumerate(sibs) if c.id == n.id), None)
         if i is None:
             return None
+        before = _before_setting_off(root, sibs, start) if depth == 0 and event is None else None
+        if before is not None:
+            prep, lead = before
+            if i < prep:
+                start, end = _share(lead, start - _dt.timedelta(days=1), i, prep)
+            else:
+                start, end = _share(start, end, i - prep, len(sibs) - prep)
+            continue
         held = next((k for k, c in enumerate(sibs) if EVENT_DAY.search(c.title)), None) \
             if depth == 0 and event else None
         if held is not None and event is not None:
@@ -389,6 +401,21 @@ def step_window(tree: Tree, node: NodeView) -> tuple[_dt.date, _dt.date] | None:
         else:
             start, end = _share(start, end, i, len(sibs))
     return start, end
+
+
+def _before_setting_off(root: NodeView, sibs: Sequence[NodeView], start: _dt.date) -> tuple[int, _dt.date] | None:
+    """(how many of a journey's first steps come before setting off, the first day they have),
+    or None when the goal is no journey, no step or every step is preparation, or no day is
+    left between the day the goal was set and the start."""
+    if not fx.journey(root.title):
+        return None
+    prep = next((k for k, c in enumerate(sibs) if not fx.DEPARTURE_PREP.search(c.title.strip())), len(sibs))
+    if prep == 0 or prep == len(sibs):
+        return None
+    lead = start - _dt.timedelta(days=fx.TRIP_LEAD_DAYS)
+    if root.since:
+        lead = max(lead, _dt.datetime.fromtimestamp(root.since / 1000, _dt.timezone.utc).date())
+    return (prep, lead) if lead < start else None
 
 
 def holds_the_event(tree: Tree, node: NodeView) -> bool:

@@ -668,6 +668,21 @@ _JOURNEY = re.compile(r"\b(?:trips?|travel\w*|visit\w*|holidays?|vacations?|tour
                       r"itinerar\w+|backpack\w*|cruise)\b", re.I)
 
 
+def journey(goal: str) -> bool:
+    """A trip, a tour, a holiday: its brief's dates are the days away, and what is booked and
+    prepared for it comes before them."""
+    return bool(_JOURNEY.search(goal))
+
+
+# a journey's steps that come before setting off ("Research and Planning", "Booking and
+# Preparing for Departure", "Visa and insurance"); the first that is not one is on the trip
+DEPARTURE_PREP = re.compile(
+    r"^(?:(?:initial |pre-?trip |trip |travel )?(?:research\w*|plan\w*|book\w*|reserv\w*|prepar\w*|pack\w*|"
+    r"budget\w*|visas?|passports?|insurance|documents?|vaccinat\w*|getting ready|before (?:you go|departure|leaving)|"
+    r"flights?|tickets?|choos\w*|select\w*|decid\w*|defin\w*|arrang\w*))\b", re.IGNORECASE)
+TRIP_LEAD_DAYS = 42  # at most this long before setting off, and never before the goal was set
+
+
 def local_currency(goal: str) -> str | None:
     """The one currency of every country the goal names (a run in Leeds: GBP; Berlin to
     Lisbon: EUR); None when it names none or countries of different currencies, and for a
