@@ -893,6 +893,29 @@ def test_a_split_of_an_event_must_hold_it_and_budgets_and_task_lists_are_chores(
     assert "event itself" not in v_part.feedback
 
 
+def test_a_split_of_a_journey_must_go_on_it():
+    """Japan, make demo 2026-12-06: every step of the winning split was research or booking,
+    and the plan never left home."""
+    from agent.core.scoring import misses_the_trip
+
+    goal_text = "Plan a two-week trip to Japan"
+    home = ["Research Japan", "Choose a Travel Agency", "Schedule Your Trip", "Plan Accommodation",
+            "Book Your Accommodation", "Plan Transportation"]
+    away = ["Book flights and accommodation", "Arrange transportation: a rail pass", "Tokyo: Asakusa and Shinjuku",
+            "Kyoto's temples", "Osaka and fly home"]
+    assert misses_the_trip(goal_text, home) and not misses_the_trip(goal_text, away)
+    assert not misses_the_trip("Renovate a small kitchen", home)  # no journey
+    essential = ["Book accommodation", "Arrange transportation"]
+    v_home, v_away = work.rank_splits(goal_text, [[{"title": t, "description": ""} for t in s] for s in (home, away)],
+                                      essential)
+    assert v_away.rank == 1 and "the days of the trip itself" in v_home.feedback
+    assert not v_home.acceptable and v_home.incomplete  # refined for the trip
+    (v_part,) = work.rank_splits("Book Your Accommodation", [[{"title": "Choose a hotel", "description": ""},
+                                                              {"title": "Book it", "description": ""}]],
+                                 essential, ancestors=[goal_text])
+    assert "trip itself" not in v_part.feedback  # below the root, a part of the plan need not travel
+
+
 def test_an_action_priced_at_its_steps_share_goes_back_and_choosing_pays_nothing():
     """Cardiff: "Choose a menu (167 GBP)", "Divide the tasks (167 GBP)": the prompt's share of
     the budget copied onto actions."""

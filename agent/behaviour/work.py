@@ -20,9 +20,11 @@ from agent.core.scoring import (
     check_split,
     EVENT_DAY,
     EVENT_ITSELF,
+    TRIP_ITSELF,
     chore_count,
     combine_criteria,
     misses_the_event,
+    misses_the_trip,
     wrap_up_extra,
     covers,
     cross_branch_feedback,
@@ -295,7 +297,8 @@ def rank_splits(title: str, splits: Sequence[Sequence[dict]], essential: Sequenc
         said = frozenset().union(*(words(f"{t} {d}") for t, d in zip(titles, descs)))
         wrong = fx.foreign_places(text, facts) + fx.wrong_currency(text, facts)
         concrete = sum(fx.concrete_marks(f"{t}. {d}") for t, d in zip(titles, descs)) / max(1, len(titles))
-        event = [EVENT_ITSELF] if not ancestors and misses_the_event(title, titles) else []
+        event = [] if ancestors else [EVENT_ITSELF] if misses_the_event(title, titles) \
+            else [TRIP_ITSELF] if misses_the_trip(title, titles) else []
         v = combine_criteria(checks, chores=chore_count(titles), essential=essential, said=said,
                              wrong=wrong, concrete=concrete, wrap_up=wrap_up_extra(titles), also_missing=event)
         extra = [f for f in cross_branch_feedback(titles, elsewhere) if f[:30] not in v.feedback]

@@ -679,7 +679,7 @@ def journey(goal: str) -> bool:
 DEPARTURE_PREP = re.compile(
     r"^(?:(?:initial |pre-?trip |trip |travel )?(?:research\w*|plan\w*|book\w*|reserv\w*|prepar\w*|pack\w*|"
     r"budget\w*|visas?|passports?|insurance|documents?|vaccinat\w*|getting ready|before (?:you go|departure|leaving)|"
-    r"flights?|tickets?|choos\w*|select\w*|decid\w*|defin\w*|arrang\w*))\b", re.IGNORECASE)
+    r"flights?|tickets?|choos\w*|select\w*|decid\w*|defin\w*|arrang\w*|schedul\w*))\b", re.IGNORECASE)
 TRIP_LEAD_DAYS = 42  # at most this long before setting off, and never before the goal was set
 
 

@@ -259,6 +259,19 @@ EVENT_DAY = re.compile(
 EVENT_ITSELF = "the event itself, on its day"
 
 
+TRIP_ITSELF = "the days of the trip itself, where it goes and what is done there"
+
+
+def misses_the_trip(goal: str, titles: Sequence[str]) -> bool:
+    """Whether a split of a journey is all getting ready (research, booking, packing:
+    ``facts.DEPARTURE_PREP``) with no step on the trip itself (Japan, make demo 2026-12-06:
+    "Research Japan, Choose a Travel Agency, Schedule Your Trip, Plan Accommodation, Book Your
+    Accommodation, Plan Transportation" won, and the plan went nowhere)."""
+    from agent.core.facts import DEPARTURE_PREP, journey
+
+    return journey(goal) and bool(titles) and all(DEPARTURE_PREP.search(t.strip()) for t in titles)
+
+
 def misses_the_event(goal: str, titles: Sequence[str]) -> bool:
     """Whether a split of an event to get ready for (``facts.prepared_event``) has no step
     that holds it."""
