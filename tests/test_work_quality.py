@@ -876,6 +876,11 @@ def test_a_split_of_an_event_must_hold_it_and_budgets_and_task_lists_are_chores(
             "Count and Bank the Takings"]
     assert misses_the_event(goal_text, prep) and not misses_the_event(goal_text, held)
     assert not misses_the_event("Plan a trip to Lisbon in September", ["Flights", "Alfama"])  # not an event
+    # Warsaw, make demo 2026-12-06: no month named, and three phases of getting ready won
+    warsaw = "Organise a 200-person tech conference in Warsaw"
+    assert misses_the_event(warsaw, ["Preparation Phase", "Registration Phase", "Pre-Conference Activities"])
+    assert not misses_the_event(warsaw, ["Venue and speakers", "Registration", "Conference Day"])
+    assert not misses_the_event("Launch a small online bakery", ["Recipes", "Website", "Delivery"])
     assert chore_count(prep) == 2 and chore_count(held) == 0
     # a section about the money is work: the scripted double's "Budget and resources" as a chore
     # turned its Japan split into 2 chores of 3, and the root was done as one task (full run)

@@ -668,6 +668,22 @@ _JOURNEY = re.compile(r"\b(?:trips?|travel\w*|visit\w*|holidays?|vacations?|tour
                       r"itinerar\w+|backpack\w*|cruise)\b", re.I)
 
 
+# what is held on its day, whether or not the goal says when (a goal that names a month is a
+# ``prepared_event`` too, and gets its dates from it)
+_EVENT_NOUN = re.compile(
+    r"\b(?:conferences?|summits?|festivals?|fairs?|part(?:y|ies)|weddings?|concerts?|workshops?|meetups?|"
+    r"hackathons?|races?|marathons?|fun[- ]runs?|5k|10k|(?:bake|charity|garage|yard|car[- ]boot|book) sales?|"
+    r"galas?|quiz(?:zes)?|tournaments?|exhibitions?|ceremon(?:y|ies)|reunions?|picnics?|clean-?ups?|"
+    r"retreats?|seminars?|book swaps?|open days?|launch (?:events?|part(?:y|ies)))\b", re.IGNORECASE)
+
+
+def holds_an_event(goal: str) -> bool:
+    """A goal that gets an event ready and holds it (organise a conference, host a party), with
+    or without its month (Warsaw, make demo 2026-12-06: a 200-person conference's plan was
+    three phases of getting ready, and no step held it)."""
+    return bool(_PREPARES.search(goal)) and bool(_EVENT_NOUN.search(goal)) and not journey(goal)
+
+
 def journey(goal: str) -> bool:
     """A trip, a tour, a holiday: its brief's dates are the days away, and what is booked and
     prepared for it comes before them."""

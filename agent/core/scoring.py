@@ -273,11 +273,11 @@ def misses_the_trip(goal: str, titles: Sequence[str]) -> bool:
 
 
 def misses_the_event(goal: str, titles: Sequence[str]) -> bool:
-    """Whether a split of an event to get ready for (``facts.prepared_event``) has no step
-    that holds it."""
-    from agent.core.facts import prepared_event
+    """Whether a split of an event to get ready for (``facts.prepared_event``, or any event
+    the goal holds: ``facts.holds_an_event``) has no step that holds it."""
+    from agent.core.facts import holds_an_event, prepared_event
 
-    return prepared_event(goal) and not any(EVENT_DAY.search(t) for t in titles)
+    return (prepared_event(goal) or holds_an_event(goal)) and not any(EVENT_DAY.search(t) for t in titles)
 
 
 def combine_criteria(checks: Checks, *, chores: int, essential: Sequence[str], said: frozenset[str],
