@@ -113,6 +113,8 @@ def test_project_phases_are_chores_and_planning_a_component_is_the_component():
     assert chore_count(phases) == 4 and chore_count(parts) == 1  # a budget is money about the work
     assert chore_count(["Initial Planning", "Trip Planning", "Planning Phase", "Next Steps",
                         "10-19 November: Preparation"]) == 5
+    # a bakery's (make demo, same day): a phase's length in its title is still a phase
+    assert chore_count(["Planning and Preparation (2 weeks)", "Finalization and Deployment (1 week)"]) == 1
     assert chore_count(["Event Execution", "Delivery and follow-up", "Plan Activities",
                         "Kitchen demolition"]) == 0
     goal, essential = "Plan a two-week trip to Japan", ("Book accommodation", "Arrange transportation",

@@ -175,9 +175,10 @@ _PHASE_WORDS = frozenset(
     "preparations preparing prepare planning plan research researching wrap assessment analysis "
     "improvement improvements optimization optimisation refinement refinements completion conclusion "
     "kickoff kick off next steps step overview introduction summary final initial post pre action "
-    "actions tasks task general phase stage process".split())
+    "actions tasks task general phase stage process finalization finalisation finalizing finalising "
+    "finalize finalise".split())
 _FILLER = frozenset("and the of a an your our for to january february march april may june july august "
-                    "september october november december".split())
+                    "september october november december day days week weeks month months year years".split())
 # "Planning Accommodation" is the accommodation; "Planning", "Initial Planning" and "Planning
 # and Research" are about the work
 _PLANNING = re.compile(r"^(?:initial |final |pre-?trip |trip |travel |event )?plan(?:ning)?\b\s*(.*)$",
