@@ -470,6 +470,10 @@ def test_a_result_for_more_people_than_the_brief_or_that_says_its_instructions_b
     assert work.result_checks(tree, leaf, fine, synthesis=False) == []
     echo = "- Get around Tokyo (this step) on 2 April.\n- Ride the Yamanote line to Ueno on 3 April (10 EUR)."
     assert any("instructions back ('(this step)')" in p for p in work.result_checks(tree, leaf, echo, synthesis=False))
+    # Warsaw, make demo 2026-12-06: four actions dated 2027-02-29, which 2027 does not have
+    leap = "- Buy Tokyo Metro tickets for 2 adults (30 EUR; 2027-02-29).\n- Ride the Yamanote line to Ueno (2027-04-03)."
+    assert any("2027-02-29, a day that does not exist" in p for p in work.result_checks(tree, leaf, leap, synthesis=False))
+    assert fx.impossible_dates("2028-02-29, 2027-13-01 and 2027-04-31") == ["2027-13-01", "2027-04-31"]
     assert fx.echoed("The plan includes 3 to 5 sentences a person reads first.", prompts.INSTRUCTIONS)
     assert fx.echoed("Two weeks in Tokyo and Kyoto, 1-14 April, for 2 adults.", prompts.INSTRUCTIONS) is None
     # the synthesis request's own line, said back as the summary (a beach clean-up, measured)

@@ -537,6 +537,9 @@ def result_checks(tree: Tree, node: NodeView, output: str, *, synthesis: bool) -
     late = outside_plan_dates(tree, node, output)
     if late:
         out.append(late)
+    unreal = fx.impossible_dates(output)
+    if unreal:
+        out.append(f"dated {unreal[0]}, a day that does not exist: date it on a real day")
     gone = fx.dropped_names(output, node.description, facts, goal) if node.description else []
     if gone:
         out.append(f"drops the draft's names ({', '.join(gone[:3])}): keep the real places, products and "

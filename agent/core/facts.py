@@ -385,6 +385,21 @@ _DATE_FORMS = (
 )
 
 
+_ISO_LIKE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+
+
+def impossible_dates(text: str) -> list[str]:
+    """ISO dates in ``text`` that name no day ("2027-02-29": Warsaw, make demo 2026-12-06, four
+    actions dated on it; a reader caught it)."""
+    out = []
+    for m in _ISO_LIKE.finditer(text):
+        try:
+            _dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        except ValueError:
+            out.append(m.group(0))
+    return list(dict.fromkeys(out))
+
+
 def calendar_dates(text: str) -> list["_dt.date"]:
     """The dates a text names, in order of appearance: ISO (2027-04-02), "2 April 2027",
     "April 2, 2027", "1-14 April 2027" (both ends); a day and month without a year ("28 March
