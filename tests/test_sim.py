@@ -62,16 +62,35 @@ def test_seed_sweep_with_every_fault_breaks_no_invariant():
     assert not s.failed, [(r.seed, r.violations[:2], r.error) for r in s.failed[:5]]
 
 
-@pytest.mark.parametrize("seed", [1, 58, 77, 4668, 6239, 6645])
+@pytest.mark.parametrize("seed", [1, 58, 77, 1694, 4668, 6239, 6645])
 def test_regression_seeds(seed):
     """Seeds that failed while the simulator was built (a restart from a torn log lost a
     received event: the checker treated the agent's new view as a regression). 4668, 6239, 6645 (the
     10,000-seed sweep): an executor 30 s ahead took a task over and finished it; the earlier
     valid result reached it and counted; its crash tore that received result, so its restored
     view counted its own later one until its first sync pulled the earlier one back. A
-    restarted view is provisional until a sync answered (its roles wait for that sync). Pinned."""
+    restarted view is provisional until a sync answered (its roles wait for that sync). 1694
+    (the insider sweep): the checker held the insider's own store to the honest peers'; it kept
+    76 claims of its own that they all refused. Pinned."""
     r = run_seed(seed, SimConfig(faults=Faults.all()))
     assert r.ok, r.violations
+
+
+def test_honest_stores_are_held_to_converge_and_a_byzantine_one_is_not():
+    """Seed 1694: the insider's store differs (its own refused claims); every honest store is
+    the same, and an honest store that differed would still be caught."""
+    sim = Simulation(SimConfig(seed=1694, faults=Faults.all()))
+    sim.run()
+    honest = [a for a in sim.agents if not a.byzantine]
+    insider = next(a for a in sim.agents if "insider" in a.name)
+    assert len({frozenset(a.intake.plan.events) for a in honest}) == 1
+    assert set(insider.intake.plan.events) > set(honest[0].intake.plan.events)
+    assert sim.checker.ok, sim.checker.violations
+    victim = honest[-1]  # drop one event from an honest store: convergence must fail
+    dropped = next(iter(victim.intake.plan.events))
+    del victim.intake.plan.events[dropped]
+    sim.checker.at_end()
+    assert any(v.invariant == "convergence" for v in sim.checker.violations)
 
 
 @pytest.mark.parametrize("seed", [4, 9, 64])
