@@ -22,7 +22,7 @@ ENV PIP_CERT=${PIP_CERT} \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
-COPY agent/llm/base.py agent/llm/models.py /tmp/models/agent/llm/
+COPY agent/llm/errors.py agent/llm/models.py /tmp/models/agent/llm/
 RUN mkdir -p /opt/models && cd /tmp/models \
  && touch agent/__init__.py agent/llm/__init__.py \
  && for m in ${LLM_MODELS}; do python3 -m agent.llm.models install --dir /opt/models "$m" || exit 1; done \

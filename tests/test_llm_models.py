@@ -177,7 +177,7 @@ def test_a_tampered_shipping_wheel_is_refused(tmp_path, monkeypatch):
 
 
 def test_the_model_installer_runs_without_the_rest_of_the_project(tmp_path):
-    """The image build installs models before the code layer: only base.py and models.py."""
+    """The image build installs models before the code layer: only errors.py and models.py."""
     import shutil
     import subprocess
     import sys
@@ -187,7 +187,7 @@ def test_the_model_installer_runs_without_the_rest_of_the_project(tmp_path):
     pkg.mkdir(parents=True)
     (tmp_path / "agent" / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
-    for f in ("base.py", "models.py"):
+    for f in ("errors.py", "models.py"):
         shutil.copy(root / "agent" / "llm" / f, pkg / f)
     p = subprocess.run([sys.executable, "-m", "agent.llm.models", "install", "--dir", str(tmp_path / "m"),
                         "no-such-model"], cwd=tmp_path, capture_output=True, text=True,

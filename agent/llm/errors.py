@@ -1,5 +1,6 @@
 """The LLM layer's failures, and how a bad answer is quoted in one line (``answers`` and every
-backend raise them; ``base`` hands them on)."""
+backend raise them; ``base`` hands them on). Imports nothing of the project: the image's model
+stage runs ``models.py`` with only this file beside it."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from agent.llm.base import ModelMissing
+from agent.llm.errors import ModelMissing
 
 CHUNK = 1 << 20
 
