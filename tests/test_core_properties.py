@@ -291,10 +291,15 @@ def member_event_sets(draw):
     from builders import member_hello, revoke
 
     evs = list(draw(event_sets()))
-    if draw(st.booleans()):  # half the sets: every author a member for its own role
+    every = draw(st.booleans())
+    if every:  # half the sets: every author a member for its own role
         evs += [member_hello(who, ROLE_OF[who.peer_id], wall=draw(st.integers(0, 200))) for who in EVERYONE]
+    # a third of those keep that membership as it is: the stray, wrong-role and expiring
+    # credentials below replace a member's good one in most sets, and members' done tasks were
+    # then 1 to 27 in 1,000 sets (the guard below needs them)
+    settled = every and draw(st.integers(0, 2)) == 0
     for who in EVERYONE:
-        for _ in range(draw(st.sampled_from([0, 1, 1, 1, 2]))):
+        for _ in range(0 if settled else draw(st.sampled_from([0, 1, 1, 1, 2]))):
             role = ROLE_OF[who.peer_id] if draw(st.integers(0, 5)) else draw(st.sampled_from(sorted(set(ROLE_OF.values()))))
             issued = draw(st.sampled_from([0, 0, 0, 600, 2500]))
             expires = issued + draw(st.sampled_from([800, 3000, 10**9, 10**9]))
@@ -377,8 +382,11 @@ def test_with_membership_incremental_folding_and_derivation_equal_from_scratch(e
 
 def test_member_generator_produces_refolds_and_admitted_work():
     """Guard: the generator reaches revocations that refold a plan, and members' done tasks
-    (sampled without shrinking, derandomized: the same examples every run; about 2 % of the
-    sets have a done task, so 1,000 of them)."""
+    (sampled without shrinking, derandomized). Derandomized is not the same examples in every
+    run: hypothesis (6.131 on) also draws constants found in the source of every local module
+    loaded, so which test files pytest collects changes the sets (measured: 1 to 27 sets with a
+    done task in 1,000 before the settled memberships above, and this guard failed when
+    collected with test_web_app.py)."""
     from builders import membership
 
     seen = {"refold": 0, "done": 0}
@@ -397,4 +405,5 @@ def test_member_generator_produces_refolds_and_admitted_work():
         seen["done"] += any(n.state.value == "done" for n in derive(plan, T0 + 9000).walk())
 
     probe()
+    print("member sets: refolds", seen["refold"], "with a done task", seen["done"], "of 1,000")
     assert seen["refold"] >= 3 and seen["done"] >= 3, seen
