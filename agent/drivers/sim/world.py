@@ -395,16 +395,20 @@ class Simulation:
                 a.paused_until = None
                 buffered, a.buffered = a.buffered, []
                 for k, p in buffered:
-                    self._deliver(a, k, p)
+                    if k == "held_back":
+                        # its hold ran out during the pause: released now (replayed as a
+                        # delivery it was dropped, and the agent's every later publish queued
+                        # behind it for good: seed 2861, an honest elector mute for 2 hours)
+                        self._release_held(a, p)
+                    else:
+                        self._deliver(a, k, p)
                 a.dirty = True
             return
         if kind == "held_back":
-            if payload == a.epoch and a.deferred and not a.crashed:
-                if a.paused_until is not None:
-                    a.buffered.append((kind, payload))
-                    return
-                effects, a.deferred = a.deferred, []
-                self._run(a, effects, held=True)  # waited its time: the first goes now
+            if a.paused_until is not None and not a.crashed:
+                a.buffered.append((kind, payload))
+                return
+            self._release_held(a, payload)
             return
         if kind == "antientropy":
             self.at(self.now + self.cfg.sync_interval_ms, "antientropy", a.idx)
@@ -415,6 +419,13 @@ class Simulation:
                 a.buffered.append((kind, payload))
             return
         self._deliver(a, kind, payload)
+
+    def _release_held(self, a: SimAgent, epoch: int) -> None:
+        """The publishes held back until the agent's stamps were within the bound: the first
+        goes now, it waited its time (``_run``)."""
+        if epoch == a.epoch and a.deferred and not a.crashed:
+            effects, a.deferred = a.deferred, []
+            self._run(a, effects, held=True)
 
     def _deliver(self, a: SimAgent, kind: str, payload: Any) -> None:
         if a.crashed:
