@@ -220,6 +220,45 @@ async def test_client_holding_most_events_receives_only_the_missing_bodies():
     assert (await client.sync_from("b")).pulled == 0 and len(peer.requests) == n + 1
 
 
+async def test_an_event_refused_for_now_is_asked_for_again_when_the_peer_is_read_from_the_start():
+    """The intake may refuse an event for now (its author over its rate): our cursor is past
+    it, so only a pull that reads the peer's ids from the start (every RESCAN_EVERY-th) asks
+    for it again; without one, peers that took different parts of a flood differed for good."""
+    from agent.core.events import decode_event
+    from agent.net.door import IngestDoor
+    from agent.net.sync import RESCAN_EVERY
+    import structlog
+
+    evs = history(30)
+    known: set[str] = set()
+    refused = {evs[7].id}
+
+    async def ingest(raw, source):
+        eid = decode_event(raw).id
+        if eid in refused:
+            return False  # refused for now: not stored, not known
+        new = eid not in known
+        known.add(eid)
+        return new
+
+    client = SyncClient(protocol="p", intake=IngestDoor(ingest, structlog.get_logger()),
+                        connected=lambda: [], on_foreign=lambda p: None, knows=known.__contains__,
+                        id_page=100)
+    client._rr = object()
+    peer = _FakePeer(evs)
+    client._request = peer
+    assert (await client.sync_from("b")).new == 29 and evs[7].id not in known
+    refused.clear()  # its author's rate allows it again
+    for _ in range(RESCAN_EVERY - 2):  # pulls from the cursor: nothing asked for
+        assert (await client.sync_from("b")).pulled == 0
+    assert evs[7].id not in known and peer.asked.count(evs[7].id) == 1
+    assert client.statistics().rescans == 0
+    res = await client.sync_from("b")  # the RESCAN_EVERY-th: from the start, the one unknown id
+    assert res.new == res.pulled == 1 and evs[7].id in known
+    assert peer.asked.count(evs[7].id) == 2 and len(peer.asked) == 31
+    assert client.statistics().rescans == 1 and client.cursors["b"].cursor == 30
+
+
 async def test_wrong_or_missing_bodies_are_not_taken_and_old_peers_get_pages():
     evs = history(20)
     got: list[bytes] = []

@@ -42,6 +42,7 @@ class SyncClientStats(_Snapshot):
     skipped: int = 0    # ... of events we already knew: their bodies were not asked for
     missing: int = 0    # events a peer listed but did not hold when asked
     lied: int = 0       # bodies whose id was not the one asked (not taken)
+    rescans: int = 0    # pulls that read a peer's ids from the start again (RESCAN_EVERY)
     bytes_in: int = 0   # encoded responses received
     bytes_out: int = 0  # encoded requests sent
 

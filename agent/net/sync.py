@@ -297,6 +297,15 @@ def check_response(resp: Any) -> tuple[str, list[str], int, int]:
     return epoch, events, nxt, total
 
 
+# every this many pulls of a peer read its ids from the start again, and ask for the ones we do
+# not hold: an event our intake refused for now (its author over its rate, too many held or
+# waiting) lies behind our cursor, and that peer would never offer it again. Peers that
+# stored a member's flood in different parts then differed for good (the simulator's seed
+# 3560: an honest observer held 7 claims no other honest peer did). 32 bytes per event of
+# that peer's log, every RESCAN_EVERY-th pull of it. The simulator's anti-entropy does the
+# same (agent.drivers.sim.network).
+RESCAN_EVERY = 10
+
 @dataclass
 class PeerCursor:
     """How far we have pulled one peer's log (in memory only)."""
@@ -308,6 +317,7 @@ class PeerCursor:
     new: int = 0  # of which were new to us
     pages: int = 0  # pages received, all syncs
     resets: int = 0  # times the peer's log changed under us (new epoch / shorter log)
+    pulls: int = 0  # syncs from this peer (every RESCAN_EVERY-th reads its ids from the start)
     old: bool = False  # the peer answered an ids request with a whole page (first version)
 
 

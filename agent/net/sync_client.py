@@ -38,7 +38,7 @@ from .door import IngestDoor
 from .stats import SyncClientStats
 from agent.store import raw_event_id
 from .sync import (
-    MAX_GET, MAX_ID_PAGE, OLD_MAX_PAGE_BYTES, OrjsonCodec, PeerCursor, SyncProtocolError,
+    MAX_GET, MAX_ID_PAGE, OLD_MAX_PAGE_BYTES, RESCAN_EVERY, OrjsonCodec, PeerCursor, SyncProtocolError,
     SyncClock, SyncRefused, check_get_response, check_has_response, check_id_response, check_response,
     pack_ids, page_clock,
 )
@@ -266,6 +266,11 @@ class SyncClient:
         tally = _Tally()
         pages = 0
         t0 = time.monotonic()
+        cur.pulls += 1
+        if self._use_ids and not cur.old and cur.cursor > 0 and cur.pulls % RESCAN_EVERY == 0:
+            cur.cursor = 0  # the same epoch from 0: only ids we do not know are asked for
+            self._stats.rescans += 1
+            self._log.debug("net.sync_rescan", peer=peer, total=cur.total)
         while True:
             by_ids = self._use_ids and not cur.old
             req: dict[str, Any] = {"epoch": cur.epoch, "cursor": cur.cursor, "limit": self._page}

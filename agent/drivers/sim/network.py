@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from agent.core.events import Event, decode_event
 from agent.core.reasons import Rejected
+from agent.net.sync import RESCAN_EVERY
 
 from .config import START_MS, SimConfig
 
@@ -94,8 +95,9 @@ class SimNetwork:
         for b in peers:
             # a per-peer cursor, as the real sync keeps (reset when that log got shorter)
             start = a.cursors.get(b.idx, 0)
-            if start > len(b.log.records):
-                start = 0
+            a.pulls[b.idx] = a.pulls.get(b.idx, 0) + 1
+            if start > len(b.log.records) or a.pulls[b.idx] % RESCAN_EVERY == 0:
+                start = 0  # (every RESCAN_EVERY-th: what our intake refused for now, again)
             a.cursors[b.idx] = len(b.log.records)
             for raw in b.log.records[start:]:
                 ev = self.decode(raw)

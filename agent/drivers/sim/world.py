@@ -32,7 +32,7 @@ from agent.core.events import Credential, Event, Goal, Hello
 from agent.core.identity import Identity
 from agent.core.intake import Intake, IntakeConfig, Status
 from agent.core.plan import Plan
-from agent.core.reasons import Rejected
+from agent.core.reasons import Reason, Rejected
 from agent.core.skew import ClockCorrection, counts_for_clock, counts_peer_for_clock, hold_back_until
 from agent.core.tree import Tree
 from agent.shell import AgentShell, route
@@ -79,6 +79,7 @@ class SimAgent:
     strategy: str = "by phase"
     ids_hash: int = 0  # xor of event-id hashes: a cheap fingerprint of the event set
     cursors: dict[int, int] = field(default_factory=dict)  # peer -> how far its log was pulled
+    pulls: dict[int, int] = field(default_factory=dict)  # peer -> syncs from it (RESCAN_EVERY)
     # a restart's view is provisional until a sync answered: it may lack received events the
     # crash lost (a torn last line, events held in memory while the disk was full)
     synced: bool = True
@@ -304,7 +305,11 @@ class Simulation:
         for a in self.agents:
             for offer in a.intake.due(self.local(a)):
                 self._took(a, offer)
-        for _ in range(5):
+        # an author's rate refills between passes: what one pass refused for now (the author
+        # over its rate) is offered again later, as the real sync's rescans do (RESCAN_EVERY)
+        refill = max(int(1000 * max(c.author_burst / c.author_rate, c.claim_burst / c.claim_rate))
+                     for c in {a.intake.config for a in self.agents})
+        for _ in range(20):
             # every stored event once, with its first holder (agents in order, each log in
             # order): nothing is published while logs are pulled, so this is every log's union
             # for the whole pass, and each agent walks it once (not every other agent's log:
@@ -316,12 +321,17 @@ class Simulation:
                     if ev is not None and ev.id not in union:
                         union[ev.id] = (raw, b)
             new = 0
+            limited = self.stats.rejected.get(Reason.RATE_LIMITED.value, 0)
             for a in self.agents:
                 for eid, (raw, b) in union.items():
                     if b is not a and not a.intake.knows(eid):
                         new += self.offer(a, raw, "sync:" + b.me)
-            if not new:
+            if not new and self.stats.rejected.get(Reason.RATE_LIMITED.value, 0) == limited:
                 break
+            self.now += refill
+            for a in self.agents:
+                for offer in a.intake.due(self.local(a)):
+                    self._took(a, offer)
 
     def _scripted(self, action: str, args: Any) -> None:
         if action == "goal":
@@ -496,7 +506,7 @@ class Simulation:
         a.paused_until = None
         a.buffered.clear()
         a.shell = AgentShell(Intake(a.intake.config, Plan(self.membership)), a.log)
-        a.cursors = {}
+        a.cursors, a.pulls = {}, {}
         events = [e for raw in a.log.records if (e := self.net.decode(raw)) is not None]
         a.intake.restore(events, self.local(a))
         a.ids_hash = 0
