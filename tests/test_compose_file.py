@@ -403,7 +403,7 @@ def test_the_image_builds_the_pinned_models_before_the_code():
     text = (ROOT / "Dockerfile").read_text()
     models_stage = text[text.index("AS models"):text.index("AS build")]
     assert "ARG LLM_MODELS=" in models_stage and "python3 -m agent.llm.models install" in models_stage
-    assert "COPY agent/llm/base.py agent/llm/models.py" in models_stage  # not the whole code
+    assert "COPY agent/llm/errors.py agent/llm/models.py" in models_stage  # not the whole code
     assert "COPY --from=models /opt/models /opt/models" in text and "SWARM_MODEL_DIR=/opt/models" in text
     assert "libgomp1" in text and '["optional-dependencies"]["local-llm"]' in text
 

@@ -9,6 +9,7 @@ from agent.core.events import EVENT_TYPES, Hello
 from agent.core.intake import Intake, IntakeConfig, Status
 from agent.core.membership import ROLES_FOR, Membership, credential_problem, issue_credential
 from agent.core.plan import Plan, child_id, fold
+from agent.core.slots import review_slot
 from agent.core.reasons import Reason, Rejected
 from agent.core.tree import NodeState, derive
 from builders import (
@@ -266,6 +267,47 @@ def test_a_synthesis_claim_made_before_the_children_were_done_never_counts():
     ok = claim(E2, g.id, 450)
     plan = fold([g, a, *decide(g.id, a.id), c0, c1, r0, r1, pre, ok])
     assert plan.is_pending(pre.id) and ok.id in plan
+
+
+def test_a_claim_on_a_step_made_before_the_step_it_follows_was_done_never_counts():
+    """A subgoal that follows another is a task only once that one is done: a claim stamped
+    before then is a pre-claim, like one stamped before its node was decided."""
+    g = goal(U, wall=0, max_depth=1)
+    a = proposal(D, g.id, ["Book flights", "Book hotels"], wall=10, after={2: (1,)})
+    k0, k1 = child_id(a.id, 0), child_id(a.id, 1)
+    c0 = claim(E1, k0, 200)
+    r0 = result(E1, k0, c0.id, 300)
+    pre = claim(X, k1, 250, lease_ms=300_000)
+    ok = claim(E2, k1, 350)
+    for order in ([g, a, *decide(g.id, a.id), c0, pre, r0, ok], [ok, r0, pre, c0, *decide(g.id, a.id), a, g]):
+        plan = fold(order)
+        assert plan.is_pending(pre.id) and ok.id in plan
+        assert derive(plan, T0 + 400).node(k1).holder.id == ok.id
+
+
+def test_a_synthesis_claim_is_filed_on_the_review_that_made_a_child_done():
+    """Seed 6259: a store that had the review accepting a child's result, but not yet the
+    renewals that kept the result's lease alive, read the child as done (by the review) and
+    its result as invalid (by the lease): the synthesis claim made on that tree waited, and an
+    executor's own claim was refused. A reviewed attempt is done by its review alone."""
+    g = goal(U, wall=0, max_depth=1, max_attempts=2)
+    a = proposal(D, g.id, ["Tokyo", "Kyoto"], wall=10)
+    k0, k1 = child_id(a.id, 0), child_id(a.id, 1)
+    c0 = claim(E1, k0, 200, lease_ms=1_000)
+    keep = renew(E1, k0, c0.id, 1_100, lease_ms=1_000)
+    r0 = result(E1, k0, c0.id, 1_500)  # valid only with the renewal
+    c1 = claim(E2, k1, 200)
+    r1 = result(E2, k1, c1.id, 500)
+    done = [c0, r0, *decide(review_slot(k0, 1), r0.id, wall=2_000),
+            c1, r1, *decide(review_slot(k1, 1), r1.id, wall=600)]
+    syn = claim(E2, g.id, 3_000)
+    partial = fold([g, a, *decide(g.id, a.id), *done])
+    assert partial.leases(k0).counted is None and partial.is_done(k0)
+    partial.apply(syn)
+    assert syn.id in partial
+    early = claim(X, g.id, 1_800)  # after the result, before the review accepted it
+    plan = fold([g, a, *decide(g.id, a.id), *done, keep, early])
+    assert plan.leases(k0).counted.id == r0.id and plan.is_pending(early.id)
 
 
 # ----------------------------------------------------------------- a lease budget per author

@@ -62,7 +62,7 @@ def test_seed_sweep_with_every_fault_breaks_no_invariant():
     assert not s.failed, [(r.seed, r.violations[:2], r.error) for r in s.failed[:5]]
 
 
-@pytest.mark.parametrize("seed", [1, 58, 77, 1694, 2861, 3560, 4668, 6239, 6645])
+@pytest.mark.parametrize("seed", [1, 58, 77, 1694, 2861, 3560, 4668, 6239, 6259, 6645])
 def test_regression_seeds(seed):
     """Seeds that failed while the simulator was built (a restart from a torn log lost a
     received event: the checker treated the agent's new view as a regression). 4668, 6239, 6645 (the
@@ -78,7 +78,11 @@ def test_regression_seeds(seed):
     runtime sleeps). 3560 (the same sweep): an insider's valid claims beyond its rate were
     stored by the honest observer and refused by every other honest peer, whose cursors then
     never offered them again; quiescence now lets rates refill and the real sync reads each
-    peer from the start every RESCAN_EVERY-th pull. Pinned."""
+    peer from the start every RESCAN_EVERY-th pull. 6259 (the sweep on 09b68d5): the insider's
+    store had a review accepting a child's result but not yet the renewals that kept the
+    result's lease alive, so its tree read the child done (by the review) while the claim rule
+    read it not done (by the lease), and refused the synthesis claim the tree offered; the
+    claim rule now takes a reviewed attempt as done by its review (``core/tasks.py``). Pinned."""
     r = run_seed(seed, SimConfig(faults=Faults.all()))
     assert r.ok, r.violations
 

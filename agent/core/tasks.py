@@ -1,11 +1,13 @@
 """When a node became a task, in stamps: a claim must be stamped after it (pure).
 
 A node is a task once every decision on its path chose it (and, for a leaf by vote, its own
-LEAF decision), and, for a synthesis, once each child has a valid result. A claim stamped
+LEAF decision), once each step it follows is done, and, for a synthesis, once each child is
+done (its review accepted a result, or its last attempt has a valid one). A claim stamped
 before that is a pre-claim: made before anyone could know the task, it must never win a race
 against claims made after. So a claim is filed only once the fold holds the evidence that it
 came after: for each of those decisions, the votes stamped before the claim already decide it
-(a quorum of precommits in one round); for each child, a valid result stamped before it.
+(a quorum of precommits in one round); for each step it follows and each child, the same
+evidence of being done, stamped before it (``done_before``).
 
 A later attempt (task key ``<node>#<k>``) also needs the review decision that sent the
 attempt before back, stamped before it. Until then it waits under the key of the first missing
@@ -22,10 +24,10 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Protocol
 
 from .consensus import LEAF, Tally
-from .events import Event
+from .events import REJECT, Event
 from .slots import parse_task, review_slot, task_key
 
-__all__ = ["Fold", "claim_wait", "decided_before"]
+__all__ = ["Fold", "claim_wait", "decided_before", "done_before"]
 
 
 class Fold(Protocol):
@@ -41,6 +43,8 @@ class Fold(Protocol):
     def children(self, node: str) -> list[str]: ...
     def attempt(self, node: str) -> int: ...
     def leases(self, node: str) -> Any: ...
+    def params(self, ref: Any) -> Any: ...
+    def after(self, node: str) -> tuple[str, ...]: ...
 
 
 def decided_before(plan: Fold, node: str, stamp: tuple[int, int]) -> bool:
@@ -69,9 +73,22 @@ def claim_wait(plan: Fold, ev: Event) -> str | None:
         ref = plan.node_ref(parent)
     if plan.decided(node) == LEAF and not decided_before(plan, node, stamp):
         return "task:" + node  # a leaf by vote (a leaf by depth needs only its path)
-    for child in plan.children(node):  # a synthesis: each child done before
-        k = plan.attempt(child)
-        results = [r for j in range(1, k + 1) for r in plan.leases(task_key(child, j)).results]
-        if not any((r.hlc.wall, r.hlc.logical) < stamp for r in results):
-            return "done:" + child
+    for dep in (*plan.after(node), *plan.children(node)):  # the steps it follows; a synthesis's children
+        if not done_before(plan, dep, stamp):
+            return "done:" + dep
     return None
+
+
+def done_before(plan: Fold, node: str, stamp: tuple[int, int]) -> bool:
+    """``node`` was done before ``stamp``, by the evidence that makes it done in the fold
+    (``Plan.accepted``): an attempt that is reviewed is done by its review's decision, stamped
+    before; the last attempt by its counted result, stamped before. A result alone is no
+    evidence for a reviewed attempt: a store still missing the renewals that made it valid
+    reads it as invalid, while the decided review already makes the node done there."""
+    k = plan.attempt(node)
+    ref = plan.node_ref(node)
+    if ref is not None and k < plan.params(ref).attempts:
+        slot = review_slot(node, k)
+        return plan.decided(slot) not in (None, REJECT) and decided_before(plan, slot, stamp)
+    counted = plan.leases(task_key(node, k)).counted
+    return counted is not None and (counted.hlc.wall, counted.hlc.logical) < stamp
