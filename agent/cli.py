@@ -820,8 +820,6 @@ def worfbench_cmd(
     """WorFBench WikiHow (docs/worfbench.md): each planner gets only a task's title; node F1 of
     its steps against the gold workflow, the swarm's ordered leaves (and leaves with their
     results' sentences) beside one direct call of the same model, served by one shared server."""
-    import trio
-
     from agent.eval.runner import EvalConfig
     from agent.llm.base import LLMError
 

@@ -47,7 +47,7 @@ from agent.goals import (
     make_goal,
 )
 from agent.supervise import supervise
-from agent.core.events import BRIEF_FIELDS, Brief, Goal, PlanParams, canonical, is_majority, majority
+from agent.core.events import BRIEF_FIELDS, Brief, PlanParams, canonical, is_majority, majority
 from agent.core.reasons import Rejected
 from agent.drivers.real.driver import Driver
 from agent.render import markdown_plan
