@@ -322,6 +322,40 @@ def test_executor_cancels_when_another_result_counts_and_releases_when_the_llm_i
     assert not [e for e in x2.poll(derive(fold(evs), T0 + 800), T0 + 800) if isinstance(e, Publish)]
 
 
+def test_executor_claims_within_the_goals_lease_cap():
+    """Audit: a goal made with SWARM_MAX_LEASE_SECONDS below the executor's lease had every
+    claim refused by the executor's own fold (lease_too_long): no task of it ever ran."""
+    g = goal(U, max_depth=0, max_lease_ms=2_000)
+    x = Executor(ME.peer_id, TM, seed=1)  # TM.lease_ms: 6 s
+    (c,) = [e for e in started(x, [g], T0 + 10) if isinstance(e, Publish)]
+    assert isinstance(c.body, Claim) and c.body.lease_ms == 2_000
+    mine = ev(ME, c.body, 20)
+    plan = fold([g, mine])
+    assert mine.id in plan  # filed, not refused
+    x.answered(c.ticket, mine, derive(plan, T0 + 20), T0 + 20)
+    (sync,) = [e for e in x.poll(derive(plan, T0 + 600), T0 + 600) if isinstance(e, SyncPeers)]
+    (a,) = asks(x.answered(sync.ticket, SyncDone(0, 3), derive(plan, T0 + 650), T0 + 650))
+    (r,) = pubs(x.poll(derive(plan, T0 + 1_100), T0 + 1_100), Renew)  # half of 2 s left
+    assert r.lease_ms == 2_000
+
+
+def test_executor_releases_nothing_when_its_claim_is_not_filed_any_more():
+    """Audit: after a revocation's refold a filed claim can wait again (a child it built on was
+    the revoked author's result); the executor dropped its work and published a release of
+    that claim, which its own fold refused: `sign` raised and the role restarted."""
+    g = leaf_goal()
+    x = Executor(ME.peer_id, TM, seed=1)
+    (c,) = [e for e in started(x, [g], T0 + 10) if isinstance(e, Publish)]
+    mine = ev(ME, c.body, 20)
+    evs = [g, mine]
+    x.answered(c.ticket, mine, derive(fold(evs), T0 + 20), T0 + 20)
+    (sync,) = [e for e in x.poll(derive(fold(evs), T0 + 600), T0 + 600) if isinstance(e, SyncPeers)]
+    (a,) = asks(x.answered(sync.ticket, SyncDone(0, 3), derive(fold(evs), T0 + 650), T0 + 650))
+    out = x.poll(derive(fold([g]), T0 + 700), T0 + 700)  # the tree without our claim
+    assert any(isinstance(e, Cancel) and e.ticket == a.ticket for e in out)
+    assert not pubs(out) and x.task is None
+
+
 def test_executor_retries_unusable_results_and_takes_the_last_schema_valid_answer():
     g = leaf_goal()
     x = Executor(ME.peer_id, TM, seed=1)

@@ -311,3 +311,26 @@ def test_the_open_timeout_has_a_cap_for_a_dead_decomposer():
     sc = Scorer(ME.peer_id, dataclasses.replace(TM, open_timeout_max_ms=60_000), seed=1)
     sc.slowest_entry_ms = 3_600_000
     assert sc.open_timeout_ms() == 60_000
+
+
+def test_a_tie_between_splits_is_broken_by_the_electors_scores_alone():
+    """Audit: equally prevoted splits were ranked by the mean of every score, so one score from
+    outside the electorate (a scorer off the goal's committee, a person's page) decided which
+    split every elector followed into the next round."""
+    from agent.behaviour.votes import public_leader
+    from builders import score
+
+    outsider = ident("outsider")
+    g = goal(U, wall=0, max_depth=2)
+    p1 = proposal(D[0], g.id, ["Tokyo", "Kyoto"], wall=10)
+    p2 = proposal(D[1], g.id, ["Osaka", "Nara"], wall=11)
+    lo, hi = sorted([p1, p2], key=lambda p: p.id)
+    votes = [prevote(S[0], g.id, p1.id, wall=20), prevote(S[1], g.id, p2.id, wall=21),
+             prevote(S[2], g.id, NIL, wall=22)]
+    base = [g, p1, p2, *votes]
+    n = derive(fold(base), T0 + 100).node(g.id)
+    assert outsider.peer_id not in n.params.electorate and public_leader(n, 2) == lo.id
+    n = derive(fold(base + [score(outsider, g.id, hi.id, wall=30, x=1.0)]), T0 + 100).node(g.id)
+    assert public_leader(n, 2) == lo.id  # advice, not a vote
+    n = derive(fold(base + [score(S[2], g.id, hi.id, wall=30, x=1.0)]), T0 + 100).node(g.id)
+    assert public_leader(n, 2) == hi.id  # an elector's score does break the tie

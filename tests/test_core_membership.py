@@ -329,15 +329,63 @@ def test_re_claims_hold_a_task_for_max_lease_in_all_then_yield_to_others():
     assert derive(plan, T0 + 26_000).node(g.id).state is NodeState.DONE
 
 
-def test_a_budget_counts_what_earlier_claims_held_and_a_release_ends_it_early():
+def test_a_budget_counts_the_lease_granted_and_a_release_ends_only_the_holding():
     g = goal(U, max_depth=0, max_lease_ms=10_000)
-    c1 = claim(E1, g.id, 100, lease_ms=10_000)
-    rel = release(E1, g.id, c1.id, 2_100)  # gave it back after 2 s: 8 s left
-    c2 = claim(E1, g.id, 3_000, lease_ms=10_000)
-    n = derive(fold([g, c1, rel, c2]), T0 + 10_000).node(g.id)
-    assert n.state is NodeState.CLAIMED  # 3000 + 8000 = 11000 > 10000
-    n = derive(fold([g, c1, rel, c2]), T0 + 11_500).node(g.id)
+    c1 = claim(E1, g.id, 100, lease_ms=6_000)
+    rel = release(E1, g.id, c1.id, 2_100)  # gave it back after 2 s: others may take it now
+    assert derive(fold([g, c1, rel]), T0 + 2_500).node(g.id).state is NodeState.READY
+    c2 = claim(E1, g.id, 3_000, lease_ms=6_000)
+    n = derive(fold([g, c1, rel, c2]), T0 + 5_000).node(g.id)
+    assert n.state is NodeState.CLAIMED and n.holder.yield_from == T0 + 3_000 + 4_000  # 6 s of 10 spent
+    n = derive(fold([g, c1, rel, c2]), T0 + 7_500).node(g.id)
     assert n.state is NodeState.READY and n.holder.id == c2.id  # a lone executor still holds it
+
+
+def test_a_release_stamped_early_gives_no_time_back():
+    """Audit: a release published late but stamped 1 ms after its claim made every peer count
+    that claim as held for 1 ms, so each re-claim got the whole budget again: one executor held
+    a task for 69 s of 69 on a 10 s cap."""
+    cap = 10_000
+    g = goal(U, max_depth=0, max_lease_ms=cap)
+
+    def published(by: int) -> list:
+        """Each re-claim comes with a release of the claim before, stamped 1 ms after it."""
+        evs, prev = [g], None
+        for i in range(6):
+            at = 100 + i * (cap - 100)
+            if at > by:
+                break
+            c = claim(X, g.id, at, lease_ms=cap)
+            evs.append(c)
+            if prev is not None:
+                evs.append(release(X, g.id, prev.id, prev.hlc.wall - T0 + 1))
+            prev = c
+        return evs
+
+    for at in range(cap + 500, 5 * cap, 1_000):
+        n = derive(fold(published(at)), T0 + at).node(g.id)
+        assert n.state is NodeState.READY, at  # its re-claims yield: anyone else may take it
+    honest = claim(E1, g.id, 3 * cap)
+    n = derive(fold(published(3 * cap) + [honest]), T0 + 3 * cap + 500).node(g.id)
+    assert n.holder.id == honest.id and n.state is NodeState.CLAIMED
+
+
+def test_a_release_stamped_before_its_authors_result_does_not_undo_a_done_task():
+    """Audit: such a release made a counted result invalid, so a synthesis claim filed while
+    the child was done stayed filed where it came first and waited where the release came
+    first: two stores of one event set with different trees."""
+    g = goal(U, wall=0, max_depth=1)
+    a = proposal(D, g.id, ["Tokyo", "Kyoto"], wall=10)
+    k0, k1 = child_id(a.id, 0), child_id(a.id, 1)
+    c0, c1 = claim(E1, k0, 200, lease_ms=10_000), claim(E2, k1, 200, lease_ms=10_000)
+    r0, r1 = result(E1, k0, c0.id, 300), result(E2, k1, c1.id, 300)
+    syn = claim(E2, g.id, 400)
+    rel = release(E1, k0, c0.id, 250)
+    base = [g, a, *decide(g.id, a.id), c0, r0, c1, r1]
+    first, last = fold(base + [syn, rel]), fold(base + [rel, syn])
+    for plan in (first, last):
+        assert plan.is_done(k0) and syn.id in plan
+    assert derive(first, T0 + 500).digest == derive(last, T0 + 500).digest
 
 
 # ----------------------------------------------------------------- intake bounds

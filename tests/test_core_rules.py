@@ -221,13 +221,18 @@ def test_paused_executor_result_after_its_lease_lapsed_never_counts():
     assert n.result["output"] == "the rival's work" and n.late_results == 1 and n.executed_twice == 0
 
 
-def test_a_release_ends_the_lease():
+def test_a_release_ends_the_holding_not_the_lease_its_result_is_judged_by():
     g = goal(U, max_depth=0)
     c1 = claim(E1, g.id, 100, lease_ms=5000)
     plan = apply_all(Plan(), [g, c1, release(E1, g.id, c1.id, 300)])
     assert derive(plan, T0 + 400).node(g.id).state is NodeState.READY
     plan.apply(result(E1, g.id, c1.id, 500))
-    assert not plan.is_done(g.id)  # reported after giving the task back: not valid
+    # its author's word cannot take back time every peer saw it granted: a release stamped
+    # before a result that arrived first would otherwise undo a done task
+    assert plan.is_done(g.id)
+    late = claim(E2, g.id, 100)
+    plan = apply_all(Plan(), [g, late, result(E2, g.id, late.id, 1_200)])
+    assert not plan.is_done(g.id)  # past its lease (1 s): never counts
 
 
 def test_squatting_is_bounded_by_the_lease_cap():

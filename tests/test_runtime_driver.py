@@ -14,7 +14,8 @@ from agent import metrics
 from agent.supervise import supervise
 from agent.behaviour import Decomposer, Executor, Scorer
 from agent.core.backoff import Backoff
-from agent.core.events import Goal, Hello, sign_event
+from agent.behaviour.effects import Publish, PublishFailed
+from agent.core.events import Claim, Goal, Hello, sign_event
 from agent.core.hlc import Timestamp
 from agent.drivers.real.driver import Driver
 from agent.store import MemoryLog
@@ -199,6 +200,22 @@ async def test_full_disk_loses_nothing_and_never_publishes_what_is_not_stored(tm
     await rt._flush_outbox()
     assert rt.outbox == 0 and bus.published == [own.raw]
     assert [orjson.loads(r)["body"]["type"] for r in rt.store.read_from(0, 10)] == ["goal", "hello"]
+
+
+async def test_an_own_event_our_fold_refuses_is_logged_and_counted_and_the_role_goes_on(tmp_path):
+    """Audit: a revocation's refold between a role's poll and its publish (a claim on a task
+    that just stopped being one) made `sign` raise through the driver, and supervise restarted
+    the role, losing its LLM work in flight."""
+    bus = Bus()
+    rt = make_rt(tmp_path, bus=bus)
+    g = goal(ident("u"), max_depth=1)
+    await rt.ingest(g.raw, "peer")
+    drv = Driver(Executor(rt.me, load_settings(**SETTINGS).timing(), seed=1), rt, None)
+    before = rejected("own_malformed")
+    out = await drv.on_publish(Publish(Claim(node=g.id, lease_ms=1000)))  # not a task: undecided
+    assert isinstance(out, PublishFailed) and "own claim event not accepted" in out.error
+    assert rejected("own_malformed") == before + 1
+    assert bus.published == [] and [e.type for e in rt.plan.events.values()] == ["goal"]
 
 
 class DownThenUp(LLM):

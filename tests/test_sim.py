@@ -146,13 +146,32 @@ def test_checker_catches_divergent_folds(monkeypatch):
         out = leases_mod.Leases()
         for c in claims:
             end = leases_mod.lease_end(c, follow_ups.get(c.id, ()), cap)
-            out.claims.append(leases_mod.ClaimState(c.id, c.author, c.hlc.wall, end, c.order))
+            out.claims.append(leases_mod.ClaimState(c.id, c.author, c.hlc.wall, end, c.order, granted=end))
             out.results += [e for e in follow_ups.get(c.id, ()) if e.body.type == "result"]
         return out
 
     monkeypatch.setattr("agent.core.plan.leases", arrival_order)
     base = SimConfig(faults=Faults(slow=0.3, dup=0.1), executors=3)
     assert _first_failing(base, range(0, 200), "convergence") is not None
+
+
+def test_checker_catches_a_squatter_whose_early_stamped_releases_give_its_budget_back(monkeypatch):
+    """The audit: a release published late but stamped just after its claim handed the
+    insider's lease budget back, re-claim after re-claim; the final set shows each claim held
+    for 1 ms, so only the holding each agent saw while it went shows it."""
+    def with_releases(claim, follow_ups, cap):  # the rule before: a release took time back
+        end = min(claim.hlc.wall + cap, claim.hlc.wall + claim.body.lease_ms)
+        for e in sorted(follow_ups, key=lambda e: (e.order, e.id)):
+            if e.hlc.wall >= end:
+                break
+            if e.body.type == "renew":
+                end = min(claim.hlc.wall + cap, max(end, e.hlc.wall + e.body.lease_ms))
+            elif e.body.type == "release":
+                return min(end, e.hlc.wall)
+        return end
+
+    monkeypatch.setattr("agent.core.leases.granted_end", with_releases)
+    assert _first_failing(SimConfig(faults=Faults.all()), range(0, 30), "lease_bound") is not None
 
 
 def test_checker_catches_a_non_final_decision(monkeypatch):

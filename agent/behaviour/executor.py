@@ -111,7 +111,7 @@ class Executor(Behaviour):
             prompt = False
         t = self.task = _Task(target.id, target.task_key, self.ticket(), prompt=prompt)
         self.phase = Phase.CLAIMING
-        return [Publish(Claim(node=t.key, lease_ms=self.timing.lease_ms), t.claim_ticket)]
+        return [Publish(Claim(node=t.key, lease_ms=self.lease_ms(target)), t.claim_ticket)]
 
     def steal_after(self, task: str, executors: list[str]) -> int:
         """How long another executor's ready task waits before I take it over: steal_after_ms
@@ -133,7 +133,7 @@ class Executor(Behaviour):
         h = n.holder
         if h is None or h.author == self.me:
             return True
-        mine = sum(c.end - c.start for c in n.claims if c.author == self.me)
+        mine = sum(c.granted - c.start for c in n.claims if c.author == self.me)  # the fold's budget
         return mine < n.params.max_lease_ms
 
     def settle_ms(self) -> int:
@@ -187,7 +187,7 @@ class Executor(Behaviour):
                 return []
             if lease is None:
                 self.task, self.phase = None, Phase.IDLE
-                return [Count(Metric.CLAIMS_LOST), Publish(Release(node=t.key, claim=t.claim, reason="lost the claim race")),
+                return [Count(Metric.CLAIMS_LOST), *self._release(n, t, "lost the claim race"),
                         log("info", "lost the claim race; moving on", node=n.id, event_id=t.claim)]
             self.phase = Phase.WORKING
             t.started = now
@@ -197,17 +197,17 @@ class Executor(Behaviour):
             return self._drop(n, "lease lost while working")
         if t.ready is not None:
             return self._finish(n, lease, now)
-        half = self.timing.lease_ms // 2
+        half = self.lease_ms(n) // 2
         if lease[1] - now <= half and now - t.renewed_at >= half // 2:
             t.renewed_at = now
-            return [Publish(Renew(node=t.key, claim=t.claim, lease_ms=self.timing.lease_ms))]
+            return [Publish(Renew(node=t.key, claim=t.claim, lease_ms=self.lease_ms(n)))]
         return wake_at([lease[1] - half])
 
     def _finish(self, n: NodeView, lease: tuple[int, int] | None, now: int) -> list[Effect]:
         """Publish the result that is ready, while our lease holds with a margin to spare."""
         t = self.task
         assert t is not None and t.ready is not None
-        margin = min(self.timing.lease_margin_ms, self.timing.lease_ms // 4)
+        margin = min(self.timing.lease_margin_ms, self.lease_ms(n) // 4)
         if lease is None or lease[1] - now < margin:
             return self._drop(n, "lease lapsed before the result was ready")
         self.task, self.phase = None, Phase.IDLE
@@ -233,8 +233,22 @@ class Executor(Behaviour):
         if working:
             out.append(Count(Metric.WORK_DROPPED))
         if release and t.claim is not None and n is not None:
-            out.append(Publish(Release(node=t.key, claim=t.claim, reason=why[:200])))
+            out += self._release(n, t, why)
         return out
+
+    def lease_ms(self, n: NodeView) -> int:
+        """My lease, within the goal's cap (a claim longer than it is refused by every fold,
+        my own included: a goal made with a shorter SWARM_MAX_LEASE_SECONDS)."""
+        return min(self.timing.lease_ms, n.params.max_lease_ms)
+
+    def _release(self, n: NodeView, t: "_Task", why: str, tokens: tuple[int, int] = (0, 0)) -> list[Effect]:
+        """A release of my claim, while the fold still files it: a revocation's refold can send
+        a filed claim back to waiting (a child it built on was the revoked author's result),
+        and a release of a claim that waits is refused by my own fold too."""
+        if t.claim is None or not any(c.id == t.claim for c in n.claims):
+            return [log("info", "our claim is not filed any more; nothing to release", node=n.id, event_id=t.claim)]
+        return [Publish(Release(node=t.key, claim=t.claim, reason=why[:200],
+                                prompt_tokens=tokens[0], completion_tokens=tokens[1]))]
 
     # ------------------------------------------------------------------ answers
     def _answered(self, ticket: int, answer: Any, tree: Tree, now: int) -> list[Effect]:
@@ -323,9 +337,7 @@ class Executor(Behaviour):
                 return out + self._ask(tree, n)
             self.task, self.phase = None, Phase.IDLE
             self.backoff.failed(now)
-            return out + [Count(Metric.TASK_RELEASED),
-                          Publish(Release(node=t.key, claim=t.claim, reason="no usable result",
-                                          prompt_tokens=t.spent[0], completion_tokens=t.spent[1])),
+            return out + [Count(Metric.TASK_RELEASED), *self._release(n, t, "no usable result", t.spent),
                           log("warning", "no usable result; task released", node=n.id)]
         if isinstance(answer, LLMError):
             delay = self.backoff.failed(now)
@@ -333,5 +345,5 @@ class Executor(Behaviour):
                    log("warning", "LLM unavailable; task released, backing off", node=n.id,
                        error=str(answer)[:300], retry_in_ms=delay)]
             self.task, self.phase = None, Phase.IDLE
-            return out + [Publish(Release(node=t.key, claim=t.claim, reason=str(answer)[:200]))]
+            return out + self._release(n, t, str(answer))
         raise TypeError(f"unexpected answer {answer!r}")

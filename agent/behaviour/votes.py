@@ -47,8 +47,10 @@ def likely_split(n: NodeView) -> str | None:
 
 
 def _mean(n: NodeView, pid: str) -> float:
+    """The tie-break between equally prevoted splits: the electors' mean score (the audit: one
+    score from outside the electorate flipped which split every elector followed)."""
     pv = n.proposal(pid)
-    return pv.mean_score() if pv else 0.0
+    return pv.mean_score(n.params.electorate) if pv else 0.0
 
 
 def fallback_value(n: NodeView) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from .consensus import LEAF, NIL, Tally
 from .events import REJECT, Event, PlanParams, canonical
@@ -78,8 +78,12 @@ class ProposalView:
     tokens: tuple[int, int] = (0, 0)  # (prompt, completion) the split cost
     ranks: dict[str, int] = field(default_factory=dict)  # scorer -> its place for this split
 
-    def mean_score(self) -> float:
-        return sum(s.overall for s in self.scores) / len(self.scores) if self.scores else 0.0
+    def mean_score(self, electorate: Iterable[str] | None = None) -> float:
+        """The mean of its scores; of the electorate's alone when given (a score from anyone
+        else, a scorer outside the goal's committee or a person's page, is advice, not a vote)."""
+        who = None if electorate is None else set(electorate)
+        xs = [s.overall for s in self.scores if who is None or s.author in who]
+        return sum(xs) / len(xs) if xs else 0.0
 
     def feedback(self) -> list[str]:
         return [s.feedback for s in self.scores if s.feedback]

@@ -60,7 +60,7 @@ def node_view(n: NodeView, plan: Plan, now_ms: int) -> dict[str, Any]:
         if c.id == counted_claim:
             outcome = "counted"
         elif results:
-            outcome = "ran twice" if any(c.start <= e.hlc.wall < c.end for e in results) else "late result"
+            outcome = "ran twice" if any(c.start <= e.hlc.wall < c.granted for e in results) else "late result"
         elif c.end <= now_ms:
             released = any(e.type == "release" for e in plan.by_claim.get(c.id, ()))
             outcome = "released" if released else "lapsed"

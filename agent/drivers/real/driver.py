@@ -20,6 +20,7 @@ from agent.behaviour.effects import (
     SyncPeers, WakeAt,
 )
 from agent.llm.base import LLM, LLMBadOutput, LLMError, LLMRequest, LLMUnavailable, ModelMissing
+from agent.core.reasons import Rejected
 from agent.store import StoreError
 from agent.drivers.real.runtime import NotMember, Runtime
 from agent.shell import route
@@ -129,6 +130,13 @@ class Driver:
         try:
             return await self.rt.publish(eff.body)
         except (StoreError, NotMember) as exc:  # a full disk; a lapsed membership
+            return PublishFailed(str(exc))
+        except Rejected as exc:
+            # our own fold refused what our role decided on a tree it read a moment before: a
+            # revocation's refold in between. The simulator treats this as a bug (no revocation
+            # there); here it is logged and counted, and the role goes on, never restarted
+            metrics.EVENTS_REJECTED.labels(reason=f"own_{exc.reason.value}").inc()
+            self.log.error("own event refused by our own fold", type=eff.body.type, error=str(exc)[:300])
             return PublishFailed(str(exc))
 
     def on_ask(self, eff: Ask) -> None:

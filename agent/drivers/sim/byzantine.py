@@ -10,7 +10,7 @@ from typing import Any
 from agent.behaviour import Executor, Scorer
 from agent.behaviour.effects import Effect, Publish
 from agent.core.consensus import LEAF, NIL
-from agent.core.events import Claim, Goal, Hello, Renew, Result, Vote
+from agent.core.events import Claim, Goal, Hello, Release, Renew, Result, Vote
 from agent.core.tree import NodeState, Tree
 
 
@@ -141,7 +141,8 @@ class InsiderExecutor(Executor):
     holder inside the swarm can try (issue 19), each bounded by a rule the honest peers fold:
 
     - squats: claims every ready task with the longest lease, renews, and re-claims back to
-      back when the lease ends (the per-author budget makes it yield after max_lease_ms);
+      back when the lease ends, releasing the claim before with a stamp just after it (the
+      per-author budget, charged the lease granted, makes it yield after max_lease_ms);
     - pre-claims nodes that are not tasks yet (filed only if provably after: never);
     - back-dates results: stamped before its own claim, on honest executors' claims, and on
       its pre-claims (refused: backdated, not_claimant, unknown claim);
@@ -174,10 +175,14 @@ class InsiderExecutor(Executor):
             if n.task is not None and n.state is NodeState.READY and n.id not in self._pending.values():
                 mine = self.held.get(n.id)
                 if mine is None or now - mine[1] >= lease:
-                    # squat: claim it, or re-claim back to back when its lease ran out
+                    # squat: claim it, or re-claim back to back when its lease ran out, and
+                    # then release the claim before, stamped just after it: its budget back?
                     t = self.ticket()
                     self._pending[t] = n.id
                     out.append(Publish(Claim(node=n.id, lease_ms=lease), t))
+                    if mine is not None and mine[0] in self.stamps:
+                        out.append(ForgedPublish(Release(node=n.id, claim=mine[0], reason="never held it"),
+                                                 wall=self.stamps[mine[0]] + 1))
             elif n.task is None and n.state is not NodeState.DONE and n.id not in self.pre:
                 # a pre-claim on a node that is not a task yet, and a result for it
                 self.pre.add(n.id)

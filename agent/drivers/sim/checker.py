@@ -67,6 +67,10 @@ class Checker:
     peak_held: int = 0
     peak_waiting: int = 0
     _twice_seen: set = field(default_factory=set)  # task attempts already reported as run twice
+    # (agent, epoch, task) -> (when last checked, each author's spans holding it without
+    # yielding as that view read them); (agent, epoch, task, author) -> ms seen holding it
+    _hold_views: dict = field(default_factory=dict)
+    _held_seen: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         cfg = self.sim.cfg
@@ -171,16 +175,27 @@ class Checker:
         for c in plan.leases(node).claims:  # the time each claim held the task without yielding
             spans.setdefault(c.author, []).append((c.start, min(c.end, c.yield_from)))
         for author, ss in spans.items():
-            held, reach = 0, None
-            for start, end in sorted(ss):
-                if reach is not None and start < reach:
-                    start = reach
-                if end > start:
-                    held += end - start
-                    reach = end
+            held = _union(ss)
             if held > cap:
                 self.fail("lease_bound", f"{a.name}: {author[-6:]} holds task {node[:12]} for {held} ms in all, "
                                          f"max {cap}")
+        # ...and as the agent saw it while it went: the view in force since the last change
+        # held the task for each author over that stretch of the agent's clock. The final set
+        # alone cannot show a squatter whose releases, published late and stamped early, made
+        # each claim look short afterwards (the audit: 69 s held of 69 on a 10 s cap)
+        now = self.sim.local(a)
+        key = (a.idx, a.epoch, node)
+        last = self._hold_views.get(key)
+        if last is not None:
+            since, seen = last
+            for author, ss in seen.items():
+                held = _union([(max(x, since), min(y, now)) for x, y in ss])
+                if held:
+                    total = self._held_seen[key + (author,)] = self._held_seen.get(key + (author,), 0) + held
+                    if total > cap:
+                        self.fail("lease_bound", f"{a.name} saw {author[-6:]} hold task {node[:12]} without "
+                                                 f"yielding for {total} ms of its clock, max {cap}")
+        self._hold_views[key] = (now, spans)
 
     def _check_members(self, a) -> None:
         from agent.core.membership import ROLES_FOR
@@ -336,3 +351,15 @@ class Checker:
     @property
     def ok(self) -> bool:
         return not self.violations
+
+
+def _union(spans: list[tuple[int, int]]) -> int:
+    """The length of the union of [start, end) spans."""
+    total, reach = 0, None
+    for start, end in sorted(spans):
+        if reach is not None and start < reach:
+            start = reach
+        if end > start:
+            total += end - start
+            reach = end
+    return total
