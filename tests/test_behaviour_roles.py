@@ -2,6 +2,8 @@
 round closed, retry with fresh seeds then set aside; claim, settle, sync, lose cheaply,
 renew, publish only while holding the lease, release on failure."""
 
+from dataclasses import replace
+
 from agent.behaviour import Decomposer, Executor, Timing
 from agent.behaviour.timing import NetView
 from agent.behaviour.effects import (
@@ -335,8 +337,23 @@ def test_executor_claims_within_the_goals_lease_cap():
     x.answered(c.ticket, mine, derive(plan, T0 + 20), T0 + 20)
     (sync,) = [e for e in x.poll(derive(plan, T0 + 600), T0 + 600) if isinstance(e, SyncPeers)]
     (a,) = asks(x.answered(sync.ticket, SyncDone(0, 3), derive(plan, T0 + 650), T0 + 650))
-    (r,) = pubs(x.poll(derive(plan, T0 + 1_100), T0 + 1_100), Renew)  # half of 2 s left
-    assert r.lease_ms == 2_000
+    out = x.poll(derive(plan, T0 + 1_100), T0 + 1_100)
+    # its lease already ends at the goal's cap: a renewal would extend nothing, and waking at a
+    # time already past would poll in a loop (the review), so it sleeps until the lease ends
+    assert not pubs(out) and [e.at_ms for e in out if isinstance(e, WakeAt)] == [T0 + 2_020]
+    g6 = goal(U, max_depth=0, max_lease_ms=6_000, wall=1)
+    y = Executor(ME.peer_id, replace(TM, lease_ms=4_000), seed=1)
+    (c,) = [e for e in started(y, [g6], T0 + 10) if isinstance(e, Publish)]
+    mine = ev(ME, c.body, 20)
+    plan = fold([g6, mine])
+    y.answered(c.ticket, mine, derive(plan, T0 + 20), T0 + 20)
+    (sync,) = [e for e in y.poll(derive(plan, T0 + 600), T0 + 600) if isinstance(e, SyncPeers)]
+    asks(y.answered(sync.ticket, SyncDone(0, 3), derive(plan, T0 + 650), T0 + 650))
+    (r,) = pubs(y.poll(derive(plan, T0 + 2_100), T0 + 2_100), Renew)  # half of 4 s left
+    assert r.lease_ms == 4_000
+    plan = fold([g6, mine, ev(ME, r, 2_100)])
+    out = y.poll(derive(plan, T0 + 2_200), T0 + 2_200)
+    assert not pubs(out) and all(e.at_ms > T0 + 2_200 for e in out if isinstance(e, WakeAt))
 
 
 def test_executor_releases_nothing_when_its_claim_is_not_filed_any_more():

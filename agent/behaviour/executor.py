@@ -197,10 +197,16 @@ class Executor(Behaviour):
             return self._drop(n, "lease lost while working")
         if t.ready is not None:
             return self._finish(n, lease, now)
+        if lease[1] >= lease[0] + n.params.max_lease_ms:
+            # at the goal's cap a renewal extends nothing (the review: renewing anyway, and
+            # waking at a time already past, polled in a loop until the lease ended)
+            return wake_at([lease[1]])
         half = self.lease_ms(n) // 2
-        if lease[1] - now <= half and now - t.renewed_at >= half // 2:
-            t.renewed_at = now
-            return [Publish(Renew(node=t.key, claim=t.claim, lease_ms=self.lease_ms(n)))]
+        if lease[1] - now <= half:
+            if now - t.renewed_at >= half // 2:
+                t.renewed_at = now
+                return [Publish(Renew(node=t.key, claim=t.claim, lease_ms=self.lease_ms(n)))]
+            return wake_at([t.renewed_at + half // 2])
         return wake_at([lease[1] - half])
 
     def _finish(self, n: NodeView, lease: tuple[int, int] | None, now: int) -> list[Effect]:

@@ -18,7 +18,7 @@ def closed_rounds(n: NodeView) -> int:
 
 def public_leader(n: NodeView, before: int) -> str | None:
     """The split the latest earlier round favoured, from what every peer can see: most
-    prevotes, then the best mean score, then the lowest id; if its author refined it since, the
+    prevotes, then the electors' best mean score, then the lowest id; if its author refined it since, the
     newest refinement stands in for it (it answers the feedback)."""
     if n.tally is None:
         return None

@@ -188,6 +188,7 @@ class Checker:
         last = self._hold_views.get(key)
         if last is not None:
             since, seen = last
+            now = max(now, since)  # a clock correction steps the agent's clock back: not twice
             for author, ss in seen.items():
                 held = _union([(max(x, since), min(y, now)) for x, y in ss])
                 if held:
