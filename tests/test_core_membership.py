@@ -437,7 +437,7 @@ def test_a_rate_per_author_and_what_is_exempt():
     # a second later: 10 more tokens
     got = [intake.offer(e, "peer", T0 + 1200).status for e in flood[20:]]
     assert got.count(Status.REJECTED) == 10
-    # relayed by another peer's sync it costs a tenth here (old_cost), no longer nothing: a
+    # relayed by another peer's sync it costs a twentieth here (old_cost), no longer nothing: a
     # member relaying its other keys' floods passed any rate while relays were free; from the
     # author's own sync it costs in full
     later = T0 + 2200  # 10 tokens again
@@ -455,7 +455,7 @@ def test_a_rate_per_author_and_what_is_exempt():
     claims.offer(g, "peer", T0)
     got = [claims.offer(claim(X, g.id, 100 + i), "peer", T0 + 200).status for i in range(8)]
     assert got.count(Status.REJECTED) == 3 and claims.stats.rejected["rate_limited"] == 3
-    # history (stamped long before our clock) costs a tenth
+    # history (stamped long before our clock) costs a twentieth
     old = [score(E1, g.id, f"{i:064x}", wall=100 + i) for i in range(300, 450)]
     got = [intake.offer(e, "sync:" + E1.peer_id, T0 + 200_000).status for e in old]
     assert got.count(Status.REJECTED) == 0
