@@ -336,6 +336,20 @@ def test_the_fields_written_into_an_action_become_its_fields():
         "- Buy flour at Costco (300 CAD; 2027-01-10).", "- Decide the cost: what to charge per loaf."]
 
 
+def test_an_actions_trailing_separator_and_a_fields_own_label_are_not_shown():
+    # Warsaw demo: "- Start by reviewing the project details and objectives; (50 PLN; 2026-12-27)."
+    # and "- Negotiate terms with the hotel (when: 2027-01-17; 2027-01-18)."
+    text = P.parse_execution({"actions": [
+        {"do": "Start by reviewing the project details and objectives;", "cost": "50 PLN", "when": "2026-12-27"},
+        {"do": "Identify the target audience and their needs;", "cost": "", "when": "Date: 2026-12-27"},
+        {"do": "Negotiate terms with the hotel regarding availability", "cost": "Cost: 400 PLN",
+         "when": "when: 2027-01-17; 2027-01-18"}]}, currency="PLN")
+    assert text.splitlines() == [
+        "- Start by reviewing the project details and objectives (50 PLN; 2026-12-27).",
+        "- Identify the target audience and their needs (2026-12-27).",
+        "- Negotiate terms with the hotel regarding availability (400 PLN; 2027-01-17; 2027-01-18)."]
+
+
 def test_bullets_under_a_numbered_step_are_its_content_not_sections():
     # qwen2.5-1.5b's outline for a Brighton beach clean-up: six numbered parts, bold bullets
     # under each. Read flat, the first six bullets were the split and "Event Day" was lost

@@ -375,6 +375,17 @@ def test_a_district_of_the_goals_own_country_is_not_a_foreign_place():
     assert fx.foreign_places("See St Peter's in the Vatican on 2 October.", japan) == ["Vatican (Vatican)"]
 
 
+def test_a_sight_of_another_country_is_foreign_by_its_whole_name_only():
+    """Japan demo, 2026-12-06: "Visit the Bund, a must-see attraction in Tokyo"."""
+    from agent.core import facts as fx
+
+    japan = fx.brief_facts({"place": "Tokyo, Japan"}, "Plan a two-week trip to Japan")
+    assert fx.foreign_places("Visit the Bund, a must-see attraction in Tokyo (50 EUR).", japan) == ["The Bund (China)"]
+    # a landmark is a whole name: not inside a longer word
+    assert fx.foreign_places("Buy the bundle of JR Pass and Suica (300 EUR).", japan) == []
+    assert fx.foreign_places("Visit Kinkaku-ji and the Philosopher's Path.", japan) == []
+
+
 def test_a_synthesis_line_with_nothing_under_its_title_leaves_that_child_out():
     from agent.core import facts as fx
 
@@ -547,6 +558,27 @@ def test_costs_copied_onto_every_action_go_back_and_the_plan_adds_its_costs_up()
     assert plan_costs(root) == ["- Kyoto and Nara: 480 EUR", "- Flights: 1,400 EUR",
                                 "- Total: 1,880 EUR of the 5,000 EUR budget (3,120 EUR not allocated)"]
     assert plan_costs({**root, "brief": {}}) == []  # no currency: nothing to add up
+    assert fx.summary_total([(c["title"], c["result"]["output"]) for c in root["children"]], f) == \
+        "1,880 EUR of the 5,000 EUR budget (3,120 EUR not allocated)"
+
+
+def test_without_a_budget_the_steps_amounts_are_not_called_the_plans_total():
+    """Japan, 2026-12-06: no budget settled, and "The total cost of the trip is 570 EUR" for
+    two weeks with flights, from a cost list whose last line read "Total: 570 EUR"."""
+    from agent.core import facts as fx
+    from agent.render import plan_costs
+
+    steps = [("Flights", "- Fly Berlin to Tokyo and back (200 EUR)."),
+             ("Tokyo", "- Visit the Imperial Palace gardens (30 EUR).\n- Walk around Shibuya.")]
+    f = fx.brief_facts({"currency": "EUR", "dates": "2027-04-01 to 2027-04-14"}, "Plan a two-week trip to Japan")
+    lines = fx.cost_lines(steps, f)
+    assert lines[:2] == ["- Flights: 200 EUR", "- Tokyo: 30 EUR"]
+    assert lines[-1].startswith("- Named in the steps: 230 EUR") and "no budget" in lines[-1]
+    assert not any(ln.startswith("- Total") for ln in lines)
+    assert fx.summary_total(steps, f) == ""  # the summary is given no total to restate
+    root = {"title": "Plan a two-week trip to Japan", "brief": {"currency": "EUR"},
+            "children": [{"title": t, "result": {"output": r}} for t, r in steps]}
+    assert plan_costs(root)[-1] == lines[-1]
 
 
 def test_a_result_that_drops_most_of_its_drafts_names_goes_back():
@@ -979,6 +1011,27 @@ def test_the_same_place_booked_in_two_steps_is_one_booking():
         ("- Book the Lapa Palace in the heart of the city for 375 EUR (2027-09-02).", "Accommodation")]
     # a city is where, not what: two bookings in Lisbon are two bookings
     assert fx.repeated_actions("- Book a tram tour in Lisbon (30 EUR).", [("Rooms", rooms)]) == []
+
+
+def test_an_action_named_again_in_another_step_is_the_same_action():
+    """Japan demo, 2026-12-06: "Get Your Passport" and "Check Your Travel Documents" in the
+    preparation step and again, in other words, in the arrival step."""
+    from agent.core import facts as fx
+
+    prep = ("- Check In: Book into your hotel or Airbnb at the following hotel: Tokyo Hotel (2026-12-09).\n"
+            "- Get Your Passport: Make sure you have a valid passport with your required visa (2026-12-09).\n"
+            "- Check Your Travel Documents: Review and ensure all travel documents are in order (2026-12-09).")
+    arrival = ("- Get Your Passport: Ensure your passport is still valid (2026-12-09).\n"
+               "- Check Your Travel Documents: Review and ensure all travel documents are still valid.\n"
+               "- Take the Keisei Skyliner: Narita to Ueno (2,580 JPY; 2026-12-13).")
+    assert [t for _ln, t in fx.repeated_actions(arrival, [("Travel Preparation", prep)])] == \
+        ["Travel Preparation", "Travel Preparation"]
+    # a slot in a step's own list is no action: "Day 1" and "Morning" come in every step
+    for mine, theirs in [("- Day 1: Visit Senso-ji (10 EUR).", "- Day 1: Fly to Osaka."),
+                         ("- Morning: Visit Senso-ji.", "- Morning: Take the train to Nara."),
+                         ("- Evening Walk: Gion.", "- Evening Walk: Dotonbori."),
+                         ("- Check In: the Hoshinoya ryokan in Kyoto.", "- Check In: the Park Hotel in Tokyo.")]:
+        assert fx.repeated_actions(mine, [("x", theirs)]) == [], mine
 
 
 def test_a_journeys_steps_before_setting_off_come_before_its_dates():

@@ -475,11 +475,10 @@ def synthesis_req(tree: Tree, node: NodeView, seed: int | None) -> LLMRequest:
     in full."""
     previous, feedback = _earlier_attempt(node)
     children = [(c.title, child_answer(c)) for c in node.children]
-    costs = fx.cost_lines(children, brief_facts(tree, node))
     return P.synthesis_request(
         frame(tree, node), path=_above(tree, node), title=node.title, description=node.description,
         children=children, previous=previous, feedback=feedback, seed=seed,
-        total=costs[-1].removeprefix("- Total: ") if costs else "",
+        total=fx.summary_total(children, brief_facts(tree, node)),
     )
 
 

@@ -195,8 +195,8 @@ def key_line(result: str, facts: "BriefFacts", *, actions: int = 2) -> str:
 
 def cost_lines(steps: Sequence[tuple[str, str]], facts: "BriefFacts") -> list[str]:
     """The plan's money in one place, added up by code from its steps' results: each step that
-    spends, then the total against the brief's budget (empty: no currency, or nothing
-    priced). One direct call of a model cannot add its own figures up; this is what a reader
+    spends, then the total against the brief's budget, or without one what the steps name in
+    all (empty: no currency, or nothing priced). One direct call of a model cannot add its own figures up; this is what a reader
     checks a budget plan by."""
     if not facts.currency:
         return []
@@ -212,8 +212,20 @@ def cost_lines(steps: Sequence[tuple[str, str]], facts: "BriefFacts") -> list[st
                    + (f" ({left:,.0f} {cur} not allocated)" if left >= 0
                       else f" ({-left:,.0f} {cur} over it)"))
     else:
-        out.append(f"- Total: {total:,.0f} {cur}")
+        # no budget: the figures are the model's guesses for the steps that name one, not what
+        # the goal costs ("The total cost of the trip is 570 EUR" for two weeks in Japan with
+        # flights, read as the plan's price by every blind reader)
+        out.append(f"- Named in the steps: {total:,.0f} {cur} (the goal sets no budget; "
+                   "steps without an amount are not in it)")
     return out
+
+
+def summary_total(steps: Sequence[tuple[str, str]], facts: "BriefFacts") -> str:
+    """What the steps cost against the brief's budget, for a summary to quote ("1,650 GBP of
+    the 3,000 GBP budget ..."); empty without a budget: the model then restates the sum of
+    its guesses as the plan's price."""
+    costs = cost_lines(steps, facts)
+    return costs[-1].removeprefix("- Total: ") if costs and costs[-1].startswith("- Total: ") else ""
 
 
 def action_costs(text: str, facts: "BriefFacts") -> list[float]:
@@ -1036,9 +1048,13 @@ def repeated_actions(text: str, others: Iterable[tuple[str, str]]) -> list[tuple
               for ln in str(other).splitlines() if ln.strip()]
     booked = {name: title for title, other in others for ln in str(other).splitlines()
               for name in _booked_names(ln)}
+    labelled = {lab: title for title, other in others for ln in str(other).splitlines()
+                if (lab := _action_label(ln))}
     out = []
     for ln in str(text).splitlines():
         again = next((booked[n] for n in _booked_names(ln) if n in booked), None)
+        if again is None:
+            again = labelled.get(_action_label(ln) or frozenset())
         if again is not None:
             out.append((ln, again))
             continue
@@ -1050,6 +1066,25 @@ def repeated_actions(text: str, others: Iterable[tuple[str, str]]) -> list[tuple
                 out.append((ln, title))
                 break
     return out
+
+
+_LABEL = re.compile(r"^[-*•\s]*([^:()]{3,60}):\s+\S")
+
+
+def _action_label(line: str) -> frozenset[str] | None:
+    """The name an action line gives itself ("Get Your Passport: Ensure your passport is still
+    valid"), as stems, when it has two or more: the same name in two steps is the same action
+    said again in other words (Japan, measured: "Get Your Passport" and "Check Your Travel
+    Documents" in the preparation step and again in the arrival step)."""
+    m = _LABEL.match(line)
+    if not m or re.search(r"\d", m.group(1)):
+        return None  # "Day 1", "Option 2": a place in the step's own list, not an action
+    stems = frozenset(tx.content_stems(m.group(1))) - _SLOT_WORDS
+    return stems if len(stems) >= 2 or (stems and len(m.group(1).split()) >= 3) else None
+
+
+_SLOT_WORDS = frozenset(tx.content_stems("day morning afternoon evening night week option step "
+                                         "first second third next last final"))
 
 
 _BOOKS = re.compile(r"^[-*•\s]*(?:book|reserve|rent|hire|stay (?:at|in)|check (?:in|into)|choose|select)\b(.*)", re.I)

@@ -31,6 +31,10 @@ LANDMARKS = {
     "burj khalifa": "AE", "petra": "JO", "pyramids of giza": "EG", "angkor wat": "KH",
     "mount fuji": "JP", "fushimi inari": "JP", "kinkaku-ji": "JP", "tokyo tower": "JP",
     "table mountain": "ZA", "niagara falls": "CA", "red square": "RU", "kremlin": "RU",
+    # put into Tokyo by the default model (Japan demo, 2026-12-06: "Visit the Bund, a must-see
+    # attraction in Tokyo") and their neighbours in the same plans
+    "the bund": "CN", "shanghai tower": "CN", "terracotta army": "CN", "marina bay sands": "SG",
+    "petronas towers": "MY", "gyeongbokgung": "KR", "hagia sophia": "TR", "charles bridge": "CZ",
 }
 
 
@@ -66,8 +70,12 @@ class Gazetteer:
 
     def landmarks_in(self, text: str) -> list[tuple[str, str]]:
         """(landmark, country) for each famous sight named in ``text``."""
+        import re
+
         low = text.casefold()
-        return [(name, c) for name, c in LANDMARKS.items() if name in low]
+        # whole words: "the bund" is not in "the bundle", "petra" not in "petrarch"
+        return [(name, c) for name, c in LANDMARKS.items()
+                if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", low)]
 
     def countries_in(self, text: str) -> set[str]:
         """Countries the places named in ``text`` belong to (each name read as its largest

@@ -710,11 +710,15 @@ _ZERO = re.compile(r"^(?:about |around |approx\.? |~)?(?:[$€£¥]\s?)?0+(?:[.,
                    re.IGNORECASE)
 
 
+_FIELD_LABEL = re.compile(r"^(?:when|date|dates|cost|price|amount)\s*:\s*", re.IGNORECASE)
+
+
 def _extra(value: Any, currency: str) -> str:
     """A cost or date field as shown after its action: '' for the empty answers a small model
     writes (quotes, 'none', '0'); a bare number gets the brief's currency, since '(50)' says
     nothing and does not add up against the budget."""
-    parts = [p.strip(" '\"`.;,") for p in _clean_text(value, 40).split(";")]
+    # a field that names itself ("when: 2027-01-12; 2027-01-13", Warsaw, measured) is its value
+    parts = [_FIELD_LABEL.sub("", p.strip(" '\"`.;,")).strip(" '\"`.;,") for p in _clean_text(value, 40).split(";")]
     # "0 EUR", "about 0 EUR": nothing paid, said as a price (seen on every free action)
     parts = [p for p in dict.fromkeys(parts) if p.casefold() not in _NO_VALUE and not _ZERO.match(p)]
     if not parts:
@@ -802,7 +806,9 @@ def parse_execution(answer: Any, *, currency: str = "") -> str:
 
 
 def _sentence(text: str) -> str:
-    t = _clean_text(text, 200).strip(" -*•")
+    # "Review the project details;" ends in the separator the model meant for the next
+    # action: shown as "...details; (50 PLN)." and, in a key line, ";;" (Warsaw, measured)
+    t = _clean_text(text, 200).strip(" -*•").rstrip(" ,;")
     if not t:
         return ""
     t = t[0].upper() + t[1:]
