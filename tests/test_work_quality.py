@@ -879,6 +879,11 @@ def test_a_summary_gives_of_money_only_the_total_the_steps_add_up_to():
                                     title="x", description="", children=kids,
                                     total="1,650 GBP of the 3,000 GBP budget (1,350 GBP not allocated)")
     assert "Total: 1,650 GBP of the 3,000 GBP budget" in req.prompt and "of money only the total" in req.prompt
+    # no total (no budget): the summary is told to name no amounts, not to add them up itself
+    req = prompts.synthesis_request(prompts.Frame("Organise a book fair in Glasgow in October"), path=[],
+                                    title="x", description="", children=kids)
+    assert "Total:" not in req.prompt and "of money only the total" not in req.prompt
+    assert "no amounts of money" in req.prompt
 
 
 def test_a_split_of_the_work_beats_one_of_its_aftermath():

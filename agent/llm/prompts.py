@@ -877,12 +877,15 @@ def synthesis_schema() -> dict:
 SYNTHESIS_SUMMARY = ("summary: 3 to 5 sentences a person reads first: what the plan does and its key choices "
                      "(names, dates), taking up every step in order; of money only the total; keep to the brief; "
                      "no '...'.")
+# without a total added up against a budget, the model adds its steps' guesses up itself and
+# calls the sum the plan's price ("The total cost of the trip is 570 EUR", Japan, measured)
+SYNTHESIS_SUMMARY_NO_MONEY = SYNTHESIS_SUMMARY.replace("of money only the total", "no amounts of money")
 SYNTHESIS_STEPS = "steps{of}, in order, with what each does:"
 # what a result must not say back (a small model echoes its instructions as content; measured:
 # a beach clean-up's summary "The 3 steps, in order, with what each does are as follows: 1. ...",
 # its first step copied in full)
 INSTRUCTIONS = (EXECUTE_INSTRUCTION, PROGRAMME_INSTRUCTION, EXECUTE_RULES, DRAFT_RULE, SYNTHESIS_SUMMARY,
-                SYNTHESIS_STEPS.format(of=""))
+                SYNTHESIS_SUMMARY_NO_MONEY, SYNTHESIS_STEPS.format(of=""))
 
 
 def synthesis_request(frame: Frame, *, path: Sequence[str], title: str, description: str,
@@ -914,7 +917,7 @@ def synthesis_request(frame: Frame, *, path: Sequence[str], title: str, descript
         if feedback:
             lines.append("Why: " + " | ".join(_clip(f, 160) for f in feedback[:4]))
     what = "the whole plan" if root else f"\"{_clip(title, 80)}\""
-    lines.append(f"Write the answer for {what}. " + SYNTHESIS_SUMMARY)
+    lines.append(f"Write the answer for {what}. " + (SYNTHESIS_SUMMARY if total else SYNTHESIS_SUMMARY_NO_MONEY))
     return _request("synthesize", frame, lines, SynthesisAnswer, {
         "path": list(path), "title": title, "description": description,
         "children": [list(c) for c in children], "previous": previous, "feedback": feedback,
