@@ -334,12 +334,18 @@ def test_a_step_does_not_repeat_an_action_another_step_of_the_plan_already_has()
                                 "Ride tram 28 from Martim Moniz for 3 EUR each"), tree, day, "c" * 64)
     assert "necessary items" not in res.output
     assert "Alfama" in res.output and "tram 28" in res.output
-    # a result that is little but the repeat is asked again; the last attempt keeps it
+    # a result that is little but the repeat is asked again; the last attempt keeps only what
+    # it adds (Japan, 2026-12-06: a step's three repeats came back the same and counted)
     little = acts("Prepare a list of all necessary items, such as clothes and tickets",
                   "Book Hotel Lisboa Plaza for 6 nights", "Buy a 24-hour Viva Viagem card for 6.80 EUR")
     with pytest.raises(LLMBadOutput, match="repeats the step 'Research accommodations'"):
         work.result_from(little, tree, day, "c" * 64)
-    assert "necessary items" in work.result_from(little, tree, day, "c" * 64, strict=False).output
+    assert work.result_from(little, tree, day, "c" * 64, strict=False).output.splitlines() == [
+        "- Buy a 24-hour Viva Viagem card for 6.80 EUR (2027-04-03)."]
+    # nothing but repeats: the last attempt keeps them (an empty step says even less)
+    only = acts("Prepare a list of all necessary items, such as clothes and tickets", "Book Hotel Lisboa Plaza for 6 nights",
+                "Book the Hotel Lisboa Plaza for six nights")
+    assert "necessary items" in work.result_from(only, tree, day, "c" * 64, strict=False).output
 
 
 def test_a_bare_cost_gets_the_briefs_currency_and_empty_fields_are_left_out():

@@ -603,7 +603,9 @@ def _others(tree: Tree, node: NodeView) -> list[tuple[str, str]]:
 def _without_repeats(tree: Tree, node: NodeView, output: str, *, strict: bool) -> str:
     """A leaf's result without the actions another step of the plan already has (each step
     of a trip told to "prepare a packing list"); a result that is little else is asked again
-    (while ``strict``)."""
+    (while ``strict``). The last try keeps what it adds, however little: its repeats would
+    count unreviewed (Japan, 2026-12-06: a step sent back for repeating three actions of the
+    step before came back the same, and the plan showed them twice)."""
     repeats = fx.repeated_actions(output, _others(tree, node))
     if not repeats:
         return output
@@ -613,7 +615,7 @@ def _without_repeats(tree: Tree, node: NodeView, output: str, *, strict: bool) -
         return "\n".join(kept)
     if strict:
         raise LLMBadOutput(f"repeats the step '{repeats[0][1][:50]}': {repeats[0][0][:80]!r}")
-    return output
+    return "\n".join(kept) if kept else output
 
 
 def repeat_problem(tree: Tree, node: NodeView, output: str) -> str | None:
