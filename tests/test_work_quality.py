@@ -240,6 +240,12 @@ def test_the_brief_dates_are_settled_into_one_range_of_its_length(dates, length,
     assert facts.settled_dates(dates, length, "2026-12-02", goal_text) == expected
 
 
+def end_of(day: str, days: int) -> str:
+    import datetime as dt
+
+    return (dt.date.fromisoformat(day) + dt.timedelta(days=days)).isoformat()
+
+
 def test_a_proposed_brief_gets_settled_dates_and_each_step_its_part_of_them():
     g = goal(U, scorers=3, quorum=2, brief=True, max_depth=1)
     tree = derive(fold([g]), T0 + 1000)
@@ -249,8 +255,15 @@ def test_a_proposed_brief_gets_settled_dates_and_each_step_its_part_of_them():
               "place": "Tokyo and Kyoto", "people": "2 adults", "constraints": "", "done": "back home"}
     b = work.brief_from(answer, tree, root)
     import datetime as dt
-    end = (dt.date.fromisoformat(today) + dt.timedelta(days=13)).isoformat()
-    assert b.dates == f"{today} to {end}"
+    # a trip dated today sets off four weeks on, so there are days to book in (Japan, make demo
+    # 2026-12-06: "2026-12-06 to 2026-12-20", the flights never booked)
+    start = dt.date.fromisoformat(today) + dt.timedelta(days=28)
+    assert b.dates == f"{start.isoformat()} to {(start + dt.timedelta(days=13)).isoformat()}"
+    from agent.core import facts as fx
+    assert fx.settled_dates(today, 14, today, "Organise a two-week festival") == f"{today} to {end_of(today, 13)}"
+    assert fx.settled_dates(today, 1, today, "Plan a day trip to Brighton tomorrow") == f"{today} to {today}"
+    later = (dt.date.fromisoformat(today) + dt.timedelta(days=60)).isoformat()
+    assert fx.settled_dates(later, 14, today, "Plan a two-week trip to Japan").startswith(later)
 
     # 1-14 April 2027 over three ordered steps: 4, 5 and 5 days, in order
     top = proposal(D1, g.id, ["Fly to Tokyo and see Tokyo", "Kyoto", "Osaka and fly home"], wall=10)
@@ -286,7 +299,8 @@ def test_the_goals_own_month_wins_over_a_brief_that_names_another():
     ("Grow tomatoes and lettuce on a balcony", "2026-12-20 to 2027-03-19", "2027-03-01 to 2027-05-29"),
     ("Plant a vegetable garden in a backyard", "2027-04-10", "2027-04-10 to 2027-07-08"),  # in season: kept
     ("Start a flower garden in Melbourne", "2026-12-02", "2027-09-01 to 2027-11-29"),  # south: spring is September
-    ("Plan a ski trip to the Alps", "2026-12-02", "2026-12-02 to 2027-03-01"),  # in the snow season now
+    # in the snow season now; a trip sets off four weeks after it is planned (days to book in)
+    ("Plan a ski trip to the Alps", "2026-12-02", "2026-12-30 to 2027-03-29"),
     ("Plan a ski trip to Queenstown, New Zealand", "2026-12-02", "2027-06-01 to 2027-08-29"),
     ("Grow herbs indoors on a windowsill", "2026-12-02", "2026-12-02 to 2027-03-01"),  # no season indoors
     ("Plan a vegetable garden in June", "2026-12-02", "2027-06-01 to 2027-08-29"),  # the goal's month wins
@@ -309,7 +323,7 @@ def test_the_brief_of_a_seasonal_goal_says_why_its_dates_are_not_today():
     assert again == b  # settling twice changes nothing
     trip = facts.normalized_brief({"duration": "14 days", "dates": "2026-12-02", "constraints": ""},
                                   "Plan a two-week trip to Japan", "2026-12-02")
-    assert trip["constraints"] == "" and trip["dates"] == "2026-12-02 to 2026-12-15"
+    assert trip["constraints"] == "" and trip["dates"] == "2026-12-30 to 2027-01-12"
 
 
 def test_a_step_does_not_repeat_an_action_another_step_of_the_plan_already_has():

@@ -584,6 +584,14 @@ def settled_dates(dates: str, length: int | None, today: str, goal: str = "") ->
         start = t
     if start is None:
         return ""
+    if t is not None and journey(goal) and not months and (start - t).days < TRIP_BOOKING_DAYS \
+            and not _SOON.search(goal):
+        # a trip that sets off today leaves no day to book and get ready in (Japan, make demo
+        # 2026-12-06: "2026-12-06 to 2026-12-20", the flights never booked): the brief asks
+        # for weeks later, and a small model writes today's date anyway
+        shift = t + _dt.timedelta(days=TRIP_BOOKING_DAYS) - start
+        start = start + shift
+        got = (got[0] + shift, got[1] + shift) if got else None
     if length:
         end = start + _dt.timedelta(days=max(1, length) - 1)
         if got and got[1] > got[0] and 0.8 * length <= (got[1] - got[0]).days + 1 <= 1.25 * length \
@@ -724,6 +732,10 @@ DEPARTURE_PREP = re.compile(
     r"budget\w*|visas?|passports?|insurance|documents?|vaccinat\w*|getting ready|before (?:you go|departure|leaving)|"
     r"flights?|tickets?|choos\w*|select\w*|decid\w*|defin\w*|arrang\w*|schedul\w*))\b", re.IGNORECASE)
 TRIP_LEAD_DAYS = 42  # at most this long before setting off, and never before the goal was set
+TRIP_BOOKING_DAYS = 28  # a trip the goal does not date sets off no sooner than this after it was set
+# a goal that says when, soon: its own word, not the booking time, decides the start
+_SOON = re.compile(r"\b(?:today|tonight|tomorrow|this (?:week|weekend|month)|next (?:week|weekend)|"
+                   r"in (?:a|one|two|\d+) (?:days?|weeks?))\b", re.IGNORECASE)
 
 
 def local_currency(goal: str) -> str | None:
