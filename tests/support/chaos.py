@@ -431,15 +431,29 @@ class ChaosRun:
 
     async def until_converged(self, timeout: float = 120, quiet: float = 2.0) -> float:
         """Until every store (the driver's too) holds the same events, unchanged for ``quiet``
-        seconds; returns (and records) when they first became equal."""
+        seconds, and holds every event an agent logged as published; returns (and records) when
+        they first became equal. (Equal stores are not enough: an event stamped ahead of every
+        clock is held by every peer, stored by none, and filed everywhere once due. Seen once:
+        a +30 s executor's early event filed 3 s after the stores had been equal for 2 s, when
+        the driver had already stopped.)"""
         since: float | None = None
         last: frozenset[bytes] | None = None
+        line_ids: dict[bytes, str] = {}
+
+        def unstored(stored: frozenset[bytes]) -> set[str]:
+            for ln in stored - line_ids.keys():
+                try:
+                    line_ids[ln] = decode_event(ln).id
+                except Rejected:
+                    line_ids[ln] = ""
+            published = set().union(*(published_ids(self.records(c.name)) for c in self.sw.children))
+            return published - {line_ids[ln] for ln in stored}
 
         def check() -> bool:
             nonlocal since, last
             sets = self.store_sets()
             first = next(iter(sets.values()))
-            if any(s != first for s in sets.values()):
+            if any(s != first for s in sets.values()) or unstored(first):
                 since = last = None
                 return False
             if first != last:
@@ -454,6 +468,9 @@ class ChaosRun:
                 miss = [decode_event(x) for x in union - s]
                 lines.append(f"{n}: {len(s)} events, missing {len(miss)} "
                              + ", ".join(f"{e.type}/{e.author[-6:]}/{e.id[:8]}" for e in miss[:8]))
+            nowhere = unstored(union)
+            if nowhere:
+                lines.append(f"published, stored nowhere: {len(nowhere)} " + ", ".join(i[:8] for i in sorted(nowhere)[:8]))
             return "\n".join(lines) + "\n" + self.diagnose()
 
         await until(check, timeout, "every stored log to hold the same events", differences, poll=0.3)
