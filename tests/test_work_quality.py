@@ -1014,12 +1014,18 @@ def test_the_briefs_constraints_keep_to_its_money_and_its_length():
                                 "constraints": "The plan will not exceed 5 days, the budget will not exceed "
                                                "1000 EUR, and no alcohol is sold.",
                                 "done": "1000 EUR is raised for the school."}, goal_text, "2026-12-05")
-    assert b["constraints"] == "The budget will not exceed 1,000 GBP, and no alcohol is sold."
+    # the goal names no money: its budget is the model's guess, dropped with the budget field
+    # (a sum to raise is not a budget)
+    assert b["constraints"] == "No alcohol is sold."
     assert b["done"] == "1,000 GBP is raised for the school."
     assert facts.normalized_brief(b, goal_text, "2026-12-05") == b
+    own = facts.normalized_brief({"duration": "6 weeks", "budget": "300 EUR", "currency": "EUR",
+                                  "constraints": "The budget will not exceed 300 EUR, and no alcohol is sold."},
+                                 goal_text + " on 300 GBP", "2026-12-05")
+    assert own["constraints"] == "The budget will not exceed 300 GBP, and no alcohol is sold."
     trip = facts.normalized_brief({"duration": "14 days", "constraints": "Stay 14 days; spend under 3000 EUR"},
-                                  "Plan a two-week trip to Japan", "2026-12-05")
-    assert trip["constraints"] == "Stay 14 days; spend under 3000 EUR"  # no currency set: kept as written
+                                  "Plan a two-week trip to Japan on 3000 EUR", "2026-12-05")
+    assert trip["constraints"] == "Stay 14 days; spend under 3000 EUR"
 
 
 def test_the_same_place_booked_in_two_steps_is_one_booking():
@@ -1188,3 +1194,88 @@ def test_a_date_without_a_year_takes_the_year_around_it():
         date(2027, 1, 4), date(2027, 1, 31), date(2027, 1, 4)]
     assert fx.calendar_dates("28 March - 10 April 2027") == [date(2027, 3, 28), date(2027, 4, 10)]
     assert fx.calendar_dates("28 December - 3 January 2027") == [date(2026, 12, 28), date(2027, 1, 3)]
+
+
+def test_a_split_of_phases_over_weeks_names_no_work_and_loses_to_the_work():
+    """Warsaw, make demo 2026-12-06 (evening): "Planning and Preparation (Weeks 1-2),
+    Organizing and Running the Conference (Weeks 3-7), Post-Event Activities (Weeks 8-10)" won
+    over splits naming the venue, catering and promotion: a step about everything seemed to
+    cover every criterion. A phase that names nothing but the goal is a chore."""
+    from agent.core.scoring import umbrella, umbrella_count
+
+    warsaw = "Organise a 200-person tech conference in Warsaw"
+    phases = ["Planning and Preparation (Weeks 1-2)", "Organizing and Running the Conference (Weeks 3-7)",
+              "Post-Event Activities (Weeks 8-10)"]
+    work_split = ["Venue Rental", "Catering", "Speakers and Programme", "Marketing and Promotion",
+                  "Conference Day"]
+    assert [umbrella(t, warsaw) for t in phases] == [True, True, True]
+    assert umbrella_count(phases, warsaw) == 2  # the first is a chore already
+    # the event on its day is work; a step that names its own work is not an umbrella
+    assert not any(umbrella(t, warsaw) for t in [*work_split, "Run the Conference", "Logistics and Arrangements",
+                                                 "Hold the conference (Weeks 9-10)"])
+    assert not umbrella("Exploring Tokyo (Days 3-6)", "Plan a two-week trip to Japan")
+    # every criterion is in the phases' descriptions: coverage alone would let them win
+    descs = {phases[1]: "venue, catering, speakers, registration, promotion and the conference day itself"}
+    essential = ["Book a venue for 200 people", "Arrange catering", "Invite speakers", "Promote the conference"]
+    v_phases, v_work = work.rank_splits(
+        warsaw, [[{"title": t, "description": descs.get(t, "")} for t in s] for s in (phases, work_split)], essential)
+    assert v_work.rank == 1 and v_phases.rank == 2
+    assert not v_phases.usable and "3 of 3 steps are planning chores" in v_phases.feedback
+
+
+def test_a_brief_of_cut_sentences_and_empty_words_settles_nothing_and_loses():
+    """Bakery, make demo 2026-12-06 (evening): the winning brief's length was "The goal is to
+    launch a small online bakery, which typically", its people "... the founder, the
+    marketing, a" and its constraints "There are no specific constraints": seven fields filled,
+    so it outranked a clean brief of six."""
+    from agent.core import facts
+
+    goal_text = "Launch a small online bakery"
+    cut = facts.normalized_brief({
+        "duration": "The goal is to launch a small online bakery, which typically", "dates": "2026-12-06 to 2027-02-05",
+        "currency": "USD", "place": "New York City",
+        "people": "The bakery will be launched by a team of 5 people: the founder, the marketing, a",
+        "constraints": "There are no specific constraints", "done": "The bakery is launched."}, goal_text, "2026-12-06")
+    assert cut["duration"] == "" and cut["constraints"] == ""
+    assert cut["people"].endswith("the founder, the marketing")
+    clean = facts.normalized_brief({
+        "duration": "6 months", "dates": "2026-12-06 to 2027-06-03", "currency": "EUR", "place": "online bakery",
+        "people": "10 people", "done": "The small online bakery is launched successfully."}, goal_text, "2026-12-06")
+    assert work.brief_quality(clean, goal_text) > work.brief_quality(cut, goal_text)
+    for nothing in ("None", "n/a", "No specific constraints mentioned in the goal.", "No constraints."):
+        assert facts.normalized_brief({"constraints": nothing}, goal_text)["constraints"] == ""
+    kept = facts.normalized_brief({"constraints": "No alcohol; vegetarian food only"}, goal_text)
+    assert kept["constraints"] == "No alcohol; vegetarian food only"
+
+
+def test_an_undated_event_is_held_at_the_end_and_its_done_names_no_budget_the_goal_lacks():
+    """Warsaw, make demo 2026-12-06 (evening): "7 weeks" and no day to hold the conference on;
+    "done: ... with a total budget of 100,000 PLN" while the plan said it had no budget."""
+    from agent.core import facts
+
+    warsaw = "Organise a 200-person tech conference in Warsaw"
+    b = facts.normalized_brief({
+        "duration": "7 weeks", "dates": "2026-12-13 to 2027-01-21", "currency": "PLN", "place": "Warsaw",
+        "done": "The conference is organized with 200 people in Warsaw, with a total budget of 100,000 PLN."},
+        warsaw, "2026-12-06")
+    assert b["duration"].endswith("ending with the event on 2027-01-21")
+    assert b["done"] == "The conference is organized with 200 people in Warsaw."
+    # a goal that names its money keeps it in what done means
+    own = facts.normalized_brief({"currency": "GBP", "done": "Held within 400 GBP."},
+                                 "Host a garden party in Leeds for 400 GBP")
+    assert own["done"] == "Held within 400 GBP."
+    # a journey is not an event held at its end
+    trip = facts.normalized_brief({"duration": "14 days", "dates": "2027-01-10 to 2027-01-23"},
+                                  "Plan a two-week trip to Japan", "2026-12-06")
+    assert "event" not in trip["duration"]
+
+
+def test_an_action_cut_by_its_length_bound_keeps_its_whole_clauses():
+    """Bakery, make demo 2026-12-06 (evening): "... freshness, texture, and taste, including
+    using" and "... as necessary to ensure it" were printed as actions."""
+    cut = ("Establish a quality control system to ensure that all baked goods meet high standards of freshness, "
+           "texture, and taste, including using high-quality flour from the local mill")
+    others = [{"do": f"Bake batch {i}", "cost": "", "when": ""} for i in (1, 2)]
+    out = prompts.parse_execution({"actions": [{"do": cut[:prompts.ACTION_MAX], "cost": "", "when": ""}, *others]})
+    assert out.splitlines()[0] == ("- Establish a quality control system to ensure that all baked goods meet high "
+                                   "standards of freshness, texture, and taste.")

@@ -22,6 +22,7 @@ from agent.core.scoring import (
     EVENT_ITSELF,
     TRIP_ITSELF,
     chore_count,
+    umbrella_count,
     combine_criteria,
     misses_the_event,
     misses_the_trip,
@@ -299,7 +300,8 @@ def rank_splits(title: str, splits: Sequence[Sequence[dict]], essential: Sequenc
         concrete = sum(fx.concrete_marks(f"{t}. {d}") for t, d in zip(titles, descs)) / max(1, len(titles))
         event = [] if ancestors else [EVENT_ITSELF] if misses_the_event(title, titles) \
             else [TRIP_ITSELF] if misses_the_trip(title, titles) else []
-        v = combine_criteria(checks, chores=chore_count(titles), essential=essential, said=said,
+        v = combine_criteria(checks, chores=chore_count(titles) + umbrella_count(titles, title),
+                             essential=essential, said=said,
                              wrong=wrong, concrete=concrete, wrap_up=wrap_up_extra(titles), also_missing=event)
         extra = [f for f in cross_branch_feedback(titles, elsewhere) if f[:30] not in v.feedback]
         if extra:

@@ -606,6 +606,25 @@ def settled_dates(dates: str, length: int | None, today: str, goal: str = "") ->
     return f"{start.isoformat()} to {end.isoformat()}"
 
 
+# a field that says there is nothing to say ("There are no specific constraints", "No specific
+# constraints mentioned in the goal.", "None"): measured in the Warsaw and bakery briefs, where
+# it counted as a settled field and let a brief of cut sentences outrank a clean one
+_SAYS_NOTHING = re.compile(
+    r"^\s*(?:none|n/?a|nothing|not (?:specified|stated|mentioned|given)|unknown|tbd|-|"
+    r"(?:there (?:are|is) )?no (?:specific |particular |special |other |additional )?"
+    r"(?:constraints?|limits?|restrictions?|requirements?)(?: (?:are |were )?(?:mentioned|specified|stated|given)"
+    r"(?: in the goal)?)?)\s*[.!]?\s*$", re.IGNORECASE)
+# a field cut off by its length bound ("a team of 5 people: the founder, the marketing, a")
+_CUT_TAIL = re.compile(r"(?:[\s,;:]+(?:and|or|but|to|the|a|an|of|for|with|in|on|at|by|from|such as|including|"
+                       r"as|that|which|who|if|so|your|its|their|typically|usually|e\.g\.))+[\s,;:]*$", re.IGNORECASE)
+
+
+def _uncut(value: str) -> str:
+    v = value.strip()
+    cut = _CUT_TAIL.sub("", v).rstrip(" ,;:-")
+    return cut if cut != v.rstrip(" ,;:-") and len(cut) >= 3 else value
+
+
 def in_currency(text: str, code: str) -> str:
     """``text`` with every amount in another currency said in ``code`` (the brief's own money
     relabelled, as its budget is: a Cardiff bake sale's brief had "1,000 GBP" as its budget and
@@ -616,6 +635,21 @@ def in_currency(text: str, code: str) -> str:
             return m.group(0)
         return f"{found[0][0]:,.0f} {code}"
     return _MONEY_RE.sub(one, text)
+
+
+_SPENDING = re.compile(r"\b(?:budget\w*|spend\w*|spent|costs?|costing|exceed\w*|under|within|at most|up to|"
+                       r"no more than|less than|maximum|max|cap|price\w*|afford\w*)\b", re.IGNORECASE)
+
+
+def without_amounts(text: str) -> str:
+    """``text`` without its clauses that set a sum to spend (not one to raise)."""
+    clauses = re.split(r"(?<=[,;.])\s+|\s+(?=(?:with|within|on|under) (?:a |an |the )?(?:total |overall )?budget\b)", text.strip())
+    kept = [c for c in clauses if not (money_in(c) and _SPENDING.search(c))]
+    if len(kept) == len(clauses):
+        return text
+    out = " ".join(kept).strip().rstrip(",;")
+    out = out[:1].upper() + out[1:]
+    return out + "." if out and text.strip().endswith(".") and not out.endswith(".") else out
 
 
 def without_other_lengths(text: str, lengths: Sequence[int]) -> str:
@@ -637,7 +671,12 @@ def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> di
     given ``today``, its dates settled into one range of that length (``settled_dates``). A
     stand-in ("place: Town A") says nothing: the field is left empty rather than carried into
     every step, where each result would be refused for it."""
-    out = {k: ("" if tx.placeholders(str(v)) else v) for k, v in brief.items()}
+    out = {k: ("" if tx.placeholders(str(v)) or _SAYS_NOTHING.match(str(v)) else _uncut(str(v)))
+           for k, v in brief.items()}
+    if out.get("duration") and not duration_days(out["duration"]):
+        # a length that states none ("The goal is to launch a small online bakery, which
+        # typically", measured): an empty field, not a filled one that outranks a real brief
+        out["duration"] = ""
     said = duration_days(goal)
     mine = duration_days(out.get("duration", ""))
     event = event_days(goal, mine) if prepared_event(goal) else None
@@ -660,7 +699,10 @@ def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> di
             first = rng[1] - _dt.timedelta(days=event - 1)
             out["duration"] = (f"{LEAD_DAYS // 7} weeks to get ready, then the event on "
                                + (first.isoformat() if event == 1 else f"{first.isoformat()} to {rng[1].isoformat()}"))
-        elif rng and prepared_event(goal) and _ONE_EVENING.search(goal) and "the event on" not in out.get("duration", ""):
+        elif rng and (prepared_event(goal) and _ONE_EVENING.search(goal)
+                      or holds_an_event(goal) and not months_in(goal)) and "the event on" not in out.get("duration", ""):
+            # an event the goal does not date is held at the end of the time to get ready:
+            # told only "7 weeks", a Warsaw conference's plan held it nowhere (measured)
             out["duration"] = f"{(rng[1] - rng[0]).days + 1} days, ending with the event on {rng[1].isoformat()}"
         season = season_of(goal) if not months_in(goal) else None
         if season is not None and season[1] not in out.get("constraints", ""):
@@ -685,6 +727,10 @@ def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> di
     code = (out.get("currency") or "").upper()
     lengths = [n for n in (duration_days(out.get("duration", "")), event_days(goal, None), said) if n]
     for k in ("constraints", "done"):
+        if out.get(k) and not goal_money:
+            # the same guess in other words: "done: ... with a total budget of 100,000 PLN" beside
+            # a plan that "sets no budget" (Warsaw, measured)
+            out[k] = without_amounts(out[k])
         if out.get(k):
             v = in_currency(out[k], code) if re.fullmatch(r"[A-Z]{3}", code) else out[k]
             out[k] = without_other_lengths(v, lengths) if lengths else v

@@ -206,6 +206,36 @@ def chore_count(titles: Sequence[str]) -> int:
     return sum(1 for t in titles if is_chore(t))
 
 
+# A span of the calendar in a title ("(Weeks 3-7)", "Months 2 to 4"): a phase, not a step
+_SPAN = re.compile(r"\(?\b(?:weeks?|months?|days?|phases?|stages?)\s*\d+\s*(?:-|–|to|and|through)\s*\d+\s*\)?",
+                   re.IGNORECASE)
+# Words that name no work of their own: running a project in general, its "activities"
+_UMBRELLA_WORDS = frozenset(
+    "organize organise organizes organises organizing organising organization organisation run runs running "
+    "manage managing management conduct conducting coordinate coordinating coordination handle handling "
+    "carry carrying out activities activity things everything details overall operations operation event "
+    "events it all".split())
+
+
+def umbrella(title: str, parent: str) -> bool:
+    """A step that names no work but the goal's own, over a span of its calendar or as "running"
+    it ("Organizing and Running the Conference (Weeks 3-7)", "Post-Event Activities (Weeks
+    8-10)"): measured, Warsaw 2026-12-06, such a split of three phases won over two that named
+    the venue, the catering and the promotion, because a step about everything seems to cover
+    every criterion. Holding the event on its day (``EVENT_DAY``) is work, when no span says
+    it lasts for weeks."""
+    if EVENT_DAY.search(title) and not _SPAN.search(title):
+        return False
+    ws = [w for w in re.findall(r"[a-z]+", _SPAN.sub(" ", title).casefold())
+          if w not in _FILLER and w not in _PHASE_WORDS and w not in _UMBRELLA_WORDS]
+    return not (tx.content_stems(" ".join(ws)) - tx.content_stems(parent))
+
+
+def umbrella_count(titles: Sequence[str], parent: str) -> int:
+    """Steps that name no work (``umbrella``) and are not already counted as chores."""
+    return sum(1 for t in titles if not is_chore(t) and umbrella(t, parent))
+
+
 # Steps after the work is done. One is part of a plan. More is a plan of its aftermath: the
 # Glasgow book fair's winning split was "Author Outreach, Event Execution, Post-event
 # Follow-Up, Final Assessment and Reporting", with no venue and no promotion (measured, 2026-12-05;

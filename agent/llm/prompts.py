@@ -952,8 +952,13 @@ def _whole(text: str) -> str:
     if t.count("(") > t.count(")"):
         return t[:t.rfind("(")].rstrip(" ,;:-")
     # one long sentence cut mid-word ("... the desired revenue and s", measured): back to its
-    # last whole word, without the words that only lead on to what was cut
+    # last whole word, without the words that only lead on to what was cut; or back to its
+    # last whole clause, where the cut one was begun after a comma ("... freshness, texture,
+    # and taste, including using", bakery, measured)
     t = re.sub(r"\s+\S*$", "", t)
+    comma = t.rfind(", ")
+    if comma >= 40 and len(t) - comma <= 80:
+        return t[:comma].rstrip(" ,;:-")
     return _DANGLING.sub("", t).rstrip(" ,;:-")
 
 
