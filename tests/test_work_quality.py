@@ -1259,6 +1259,10 @@ def test_an_undated_event_is_held_at_the_end_and_its_done_names_no_budget_the_go
         "done": "The conference is organized with 200 people in Warsaw, with a total budget of 100,000 PLN."},
         warsaw, "2026-12-06")
     assert b["duration"].endswith("ending with the event on 2027-01-21")
+    # the goal's head count wins over the brief's (the next run's brief said "500 people")
+    assert facts.normalized_brief({"people": "500 people"}, warsaw)["people"] == "200 people"
+    assert facts.normalized_brief({"people": "200 attendees and 10 staff"}, warsaw)["people"] == \
+        "200 attendees and 10 staff"
     assert b["done"] == "The conference is organized with 200 people in Warsaw."
     # a goal that names its money keeps it in what done means
     own = facts.normalized_brief({"currency": "GBP", "done": "Held within 400 GBP."},
@@ -1279,3 +1283,24 @@ def test_an_action_cut_by_its_length_bound_keeps_its_whole_clauses():
     out = prompts.parse_execution({"actions": [{"do": cut[:prompts.ACTION_MAX], "cost": "", "when": ""}, *others]})
     assert out.splitlines()[0] == ("- Establish a quality control system to ensure that all baked goods meet high "
                                    "standards of freshness, texture, and taste.")
+    # cut a little short of the bound, once its spaces were squeezed (bakery, measured)
+    two = ("Research and analyze the current bakeries in the market to understand their strengths and "
+           "weaknesses. This will help in designing a unique and")
+    out = prompts.parse_execution({"actions": [{"do": two, "cost": "", "when": ""}, *others]})
+    assert out.splitlines()[0] == ("- Research and analyze the current bakeries in the market to understand "
+                                   "their strengths and weaknesses.")
+
+
+def test_a_steps_title_says_no_length_or_span_of_its_own():
+    """Bakery and Warsaw, make demo 2026-12-06 (evening): "Online Bakery Setup (2 weeks)" dated
+    two months by the schedule, "Post-Event Activities (Weeks 8-10)" in a plan of 7 weeks."""
+    subs = prompts.parse_decomposition({"steps": [
+        {"title": "Online Bakery Setup (2 weeks)", "description": ""},
+        {"title": "Post-Event Activities (Weeks 8-10)", "description": ""},
+        {"title": "Kyoto (2 nights)", "description": ""},
+        {"title": "Budget (EUR 500)", "description": ""}]}, max_children=6)
+    outline = prompts.parse_outline("1. Market Analysis (2 weeks): who buys bread online\n"
+                                    "2. Online Shop (Weeks 3-4): a web shop with a payment gateway\n", max_children=6)
+    assert [s["title"] for s in subs] == ["Online Bakery Setup", "Post-Event Activities", "Kyoto (2 nights)",
+                                          "Budget (EUR 500)"]
+    assert [s["title"] for s in outline] == ["Market Analysis", "Online Shop"]

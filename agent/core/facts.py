@@ -677,6 +677,10 @@ def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> di
         # a length that states none ("The goal is to launch a small online bakery, which
         # typically", measured): an empty field, not a filled one that outranks a real brief
         out["duration"] = ""
+    group = headcount(goal)
+    if group and out.get("people") and headcount(out["people"]) not in (None, group):
+        # the goal's own count wins: "500 people" for a 200-person conference (Warsaw, measured)
+        out["people"] = f"{group} people"
     said = duration_days(goal)
     mine = duration_days(out.get("duration", ""))
     event = event_days(goal, mine) if prepared_event(goal) else None

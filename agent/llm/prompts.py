@@ -461,7 +461,16 @@ def _clean_title(value: Any) -> str:
     # a date said before the title ("10-19 November: Preparation and Planning", Leeds, measured):
     # the schedule gives each step its dates, and these contradicted them
     text = _DATED_TITLE.sub("", text)
+    # a length or span said after it ("Online Bakery Setup (2 weeks)", dated two months by the
+    # schedule; "Post-Event Activities (Weeks 8-10)" in a plan of 7 weeks: bakery and Warsaw,
+    # measured): the schedule's dates are the step's, and these contradicted them
+    text = _SPAN_AFTER.sub("", text)
     return text.strip(" ,;:-").strip()
+
+
+_SPAN_AFTER = re.compile(
+    r"\s*[(\[]\s*(?:(?:weeks?|months?|days?)\s*\d+(?:\s*(?:-|–|to|and|through)\s*\d+)?"
+    r"|\d+(?:\s*(?:-|–|to)\s*\d+)?\s*(?:weeks?|months?|days?|hours?))\s*[)\]]\s*$", re.IGNORECASE)
 
 
 _DATED_TITLE = re.compile(
@@ -778,7 +787,9 @@ def parse_execution(answer: Any, *, currency: str = "") -> str:
     seen: set[str] = set()
     for act in a.actions:
         raw = act.do
-        if len(raw) >= ACTION_MAX - 5:  # cut by its length bound ("... Consider the"): its whole sentences
+        # cut by its length bound ("... Consider the"; "... designing a unique and", 143 characters
+        # once its spaces were squeezed: bakery, measured): its whole sentences
+        if len(raw) >= ACTION_MAX - 5 or (len(raw) >= ACTION_MAX - 20 and _DANGLING.search(raw.rstrip(" ."))):
             raw = _whole(raw) or raw
         raw, said_cost, said_when = _fields_in(_PROMPT_BITS.sub("", raw))
         fields = _FIELDS_AT_END.search(raw)
