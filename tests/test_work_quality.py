@@ -1326,3 +1326,17 @@ def test_a_split_of_a_launch_must_open_it():
     v_never, v_opens = work.rank_splits(bakery, [[{"title": t, "description": ""} for t in s]
                                                  for s in (never, opens)], essential)
     assert v_opens.rank == 1 and LAUNCH_ITSELF in v_never.feedback and v_never.incomplete
+
+
+def test_a_line_that_says_the_step_prompt_back_is_dropped_even_on_the_last_try():
+    """Japan, make demo 2026-12-06 (evening): "Drop what is wrong for the goal or belongs to
+    another step, and add what is missing (60 EUR)" was published as an action."""
+    tree, _g, _top, sub = two_level_tree()
+    leaf = tree.node(f"{sub.id}/1")
+    answer = {"actions": [
+        {"do": "Research online: use Google and TripAdvisor to compare hotels in Asakusa", "cost": "", "when": ""},
+        {"do": "Drop what is wrong for the goal or belongs to another step, and add what is missing",
+         "cost": "60 EUR", "when": ""},
+        {"do": "Book the Sensoji temple morning walk with a local guide", "cost": "", "when": ""}]}
+    r = work.result_from(answer, tree, leaf, "c" * 64, strict=False)
+    assert "belongs to another step" not in r.output and len(r.output.splitlines()) == 2

@@ -623,6 +623,16 @@ def _without_repeats(tree: Tree, node: NodeView, output: str, *, strict: bool) -
     return "\n".join(kept) if kept else output
 
 
+def _without_echoes(output: str) -> str:
+    """A leaf's result without its lines that say the step prompt back, when two lines remain
+    (Japan, make demo 2026-12-06, evening: "Drop what is wrong for the goal or belongs to
+    another step, and add what is missing (60 EUR)" was published as an action, on the last
+    try, which takes any usable answer)."""
+    lines = output.splitlines()
+    kept = [ln for ln in lines if not fx.echoed(ln, P.INSTRUCTIONS)]
+    return "\n".join(kept) if len(kept) >= 2 and len(kept) < len(lines) else output
+
+
 def repeat_problem(tree: Tree, node: NodeView, output: str) -> str | None:
     """The review's view of repeats: a result that says again what steps already counted say
     (they were accepted first, so this one goes back), when that is two of its actions or a
@@ -653,6 +663,7 @@ def result_from(answer: dict, tree: Tree, node: NodeView, claim_id: str, *, synt
         if english_goal(goal_title(tree, node)):
             output = tx.without_stray_script(output)
         output = _without_repeats(tree, node, output, strict=strict)
+        output = _without_echoes(output)
     result = Result(node=key or node.task_key, claim=claim_id, output=output[:8000],
                     prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
     problems = result_checks(tree, node, output, synthesis=synthesis)
