@@ -1340,3 +1340,24 @@ def test_a_line_that_says_the_step_prompt_back_is_dropped_even_on_the_last_try()
         {"do": "Book the Sensoji temple morning walk with a local guide", "cost": "", "when": ""}]}
     r = work.result_from(answer, tree, leaf, "c" * 64, strict=False)
     assert "belongs to another step" not in r.output and len(r.output.splitlines()) == 2
+
+
+def test_an_action_said_again_in_the_same_step_is_kept_once_in_its_fuller_words():
+    """Warsaw and Japan, make demo 2026-12-06 (night): "Assign chairs and microphones" then
+    "Assign chairs and microphones for the conference app"; "Review the overall plan and make
+    any necessary adjustments" then "Review Plan: Review the overall plan ..."."""
+    def acts(*dos):
+        return {"actions": [{"do": d, "cost": "", "when": ""} for d in dos]}
+
+    out = prompts.parse_execution(acts("Assign chairs and microphones", "Arrange lighting and sound equipment",
+                                       "Assign chairs and microphones for the conference app"))
+    assert out.splitlines() == ["- Assign chairs and microphones for the conference app.",
+                                "- Arrange lighting and sound equipment."]
+    out = prompts.parse_execution(acts("Review the overall plan and make any necessary adjustments",
+                                       "Check your passport and visa", "Review Plan: Review the overall plan and "
+                                       "make any necessary adjustments"))
+    assert len(out.splitlines()) == 2
+    # two legs of a journey share words, and are two actions
+    out = prompts.parse_execution(acts("Take the Shinkansen from Tokyo to Kyoto", "Take the Shinkansen from Kyoto "
+                                       "to Osaka", "Fly home from Kansai airport"))
+    assert len(out.splitlines()) == 3

@@ -783,7 +783,8 @@ _LABEL_ONLY = re.compile(r"^[^:.!?]{1,60}:\s*\.?$")
 def parse_execution(answer: Any, *, currency: str = "") -> str:
     """The step's result as text: one line per action, "- Do this (cost; when)."."""
     a = parse_as(ExecuteAnswer, answer, "execution result")
-    lines = []
+    lines: list[str] = []
+    said: list[frozenset[str]] = []  # each line's meaning words
     seen: set[str] = set()
     for act in a.actions:
         raw = act.do
@@ -810,7 +811,21 @@ def parse_execution(answer: Any, *, currency: str = "") -> str:
         for x in (cost, when):
             if x and x.casefold() not in do.casefold() and x.casefold() not in (e.casefold() for e in extra):
                 extra.append(x)
-        lines.append(f"- {do[:-1]} ({'; '.join(extra)})." if extra else f"- {do}")
+        line = f"- {do[:-1]} ({'; '.join(extra)})." if extra else f"- {do}"
+        # the same action said again in the same step, with less or more ("Assign chairs and
+        # microphones", then "... for the conference app"; "Review Plan: Review the overall
+        # plan ...": Warsaw and Japan, measured): once, in its fuller words, where it came first
+        words = content_stems(do)
+        if len(words) >= 2 and any(words <= w for w in said):
+            continue
+        fuller = [i for i, w in enumerate(said) if len(w) >= 2 and w < words]
+        if fuller:
+            lines[fuller[0]], said[fuller[0]] = line, words
+            for i in reversed(fuller[1:]):
+                del lines[i], said[i]
+            continue
+        lines.append(line)
+        said.append(words)
     if not lines:
         raise LLMBadOutput("execution result has no usable action")
     return "\n".join(lines)[:RESULT_MAX]
