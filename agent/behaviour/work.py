@@ -21,13 +21,11 @@ from agent.core.scoring import (
     EVENT_DAY,
     EVENT_ITSELF,
     TRIP_ITSELF,
-    LAUNCH_ITSELF,
     chore_count,
     umbrella_count,
     combine_criteria,
     misses_the_event,
     misses_the_trip,
-    misses_the_launch,
     wrap_up_extra,
     covers,
     cross_branch_feedback,
@@ -301,8 +299,7 @@ def rank_splits(title: str, splits: Sequence[Sequence[dict]], essential: Sequenc
         wrong = fx.foreign_places(text, facts) + fx.wrong_currency(text, facts)
         concrete = sum(fx.concrete_marks(f"{t}. {d}") for t, d in zip(titles, descs)) / max(1, len(titles))
         event = [] if ancestors else [EVENT_ITSELF] if misses_the_event(title, titles) \
-            else [TRIP_ITSELF] if misses_the_trip(title, titles) \
-            else [LAUNCH_ITSELF] if misses_the_launch(title, titles) else []
+            else [TRIP_ITSELF] if misses_the_trip(title, titles) else []
         v = combine_criteria(checks, chores=chore_count(titles) + umbrella_count(titles, title),
                              essential=essential, said=said,
                              wrong=wrong, concrete=concrete, wrap_up=wrap_up_extra(titles), also_missing=event)

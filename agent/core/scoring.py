@@ -311,24 +311,6 @@ def misses_the_event(goal: str, titles: Sequence[str]) -> bool:
     return (prepared_event(goal) or holds_an_event(goal)) and not any(EVENT_DAY.search(t) for t in titles)
 
 
-LAUNCH_ITSELF = "the launch itself: the day it opens to its first customers or users"
-# a goal that opens something to the public: a bakery, a shop, an app, a library
-_LAUNCHES = re.compile(r"^\s*(?:launch|open|start|set up)\b(?!\s+(?:a |an |the )?(?:\w+\s+)?"
-                       r"(?:trip|journey|garden|savings?|diet|habit|routine|course|degree|account))", re.IGNORECASE)
-_LAUNCH_DAY = re.compile(r"\b(?:launch\w*|open(?:s|ing)?|go[- ]?live|goes live|release|soft open\w*|"
-                         r"first (?:orders?|customers?|sales?|users?))\b", re.IGNORECASE)
-
-
-def misses_the_launch(goal: str, titles: Sequence[str]) -> bool:
-    """Whether a split of a launch (a bakery, a shop, an app) has no step that opens it: the
-    bakery's plan (make demo 2026-12-06, evening) built a website twice and never opened; a
-    blind reader: "There is no actual launch step"."""
-    from agent.core.facts import journey
-
-    return bool(_LAUNCHES.search(goal)) and not journey(goal) and bool(titles) \
-        and not any(_LAUNCH_DAY.search(t) or EVENT_DAY.search(t) for t in titles)
-
-
 def combine_criteria(checks: Checks, *, chores: int, essential: Sequence[str], said: frozenset[str],
                      wrong: Sequence[str] = (), concrete: float = 0.0, wrap_up: int = 0,
                      also_missing: Sequence[str] = ()) -> Verdict:
