@@ -460,3 +460,28 @@ def test_a_date_before_a_section_title_is_left_to_the_schedule_and_the_draft_rul
     assert fx.echoed(echo, P.INSTRUCTIONS)
     req = P.execute_request(F, path=[GOAL], title="Plant trees", description="Plant 200 saplings in Roundhay Park")
     assert P.DRAFT_RULE in req.prompt
+
+
+def test_a_sections_steps_label_and_objective_are_not_sections():
+    """One direct call of qwen2.5-1.5b for a Warsaw conference (2026-12-07) wrote every section
+    as "### 1. **Name**", "- **Objective:** ...", "**Steps:**" and its steps: read as it was,
+    every other section was "Steps", and the blind pair showed one list eleven times."""
+    from agent.eval.plans import from_text, markdown
+    from agent.llm.outline import parse_plan_text
+
+    text = ("Here is a plan.\n\n"
+            "### 1. **Pre-Conference Planning**\n"
+            "   - **Objective:** Ensure that the venue is well-equipped.\n\n"
+            "   **Steps:**\n"
+            "   - **Venue Selection:** Choose a hall in Warsaw for 200 people.\n"
+            "   - **Facilities Assessment:** Check the Wi-Fi and seating.\n\n"
+            "### 2. **Conference Day**\n"
+            "   - **Objective:** Run the day on time.\n\n"
+            "   **Steps:**\n"
+            "   - **Keynote:** Open at 9:00 with the keynote.\n")
+    tp = parse_plan_text(text)
+    assert [s.title for s in tp.sections] == ["Pre-Conference Planning", "Conference Day"]
+    assert [i.title for i in tp.sections[0].items] == ["Venue Selection", "Facilities Assessment"]
+    assert tp.sections[0].text == "Ensure that the venue is well-equipped."
+    md = markdown(from_text("Organise a conference", text))
+    assert md.count("Choose a hall") == 1 and "Steps" not in md

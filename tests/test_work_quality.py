@@ -1339,3 +1339,170 @@ def test_an_action_said_again_in_the_same_step_is_kept_once_in_its_fuller_words(
     out = prompts.parse_execution(acts("Take the Shinkansen from Tokyo to Kyoto", "Take the Shinkansen from Kyoto "
                                        "to Osaka", "Fly home from Kansai airport"))
     assert len(out.splitlines()) == 3
+
+
+def test_an_action_carries_its_detail_and_the_checks_read_the_action_alone():
+    """Bakery, make demo 2026-12-07: the leaves' actions were the draft's headings ("Define
+    the target audience (2026-12-08).") beside one direct call that explained each step; each
+    action now says what it settles, and costs, repeats and key lines read the action alone."""
+    from agent.core import facts as fx
+    from agent.llm.answers import ExecuteAnswer, schema_of
+
+    # the grammar makes the model write it; an answer stored without one still reads
+    assert "detail" in schema_of(ExecuteAnswer)["properties"]["actions"]["items"]["required"]
+    out = prompts.parse_execution({"actions": [
+        {"do": "Choose a payment gateway", "cost": "", "when": "2026-12-09",
+         "detail": "Take Stripe for cards and PayPal for wallets; both charge per sale, not monthly"},
+        {"do": "Define the target audience", "detail": "Define the target audience.", "cost": "", "when": ""},
+        {"do": "Price the loaves", "detail": "Sell sourdough loaves at 6 EUR each \u2014 rye at 5 EUR",
+         "cost": "", "when": ""},
+        {"do": "Bake the first test batch", "cost": "40 EUR", "when": ""}]}, currency="EUR")
+    lines = out.splitlines()
+    assert lines[0] == ("- Choose a payment gateway \u2014 Take Stripe for cards and PayPal for wallets; both "
+                        "charge per sale, not monthly (2026-12-09).")
+    assert lines[1] == "- Define the target audience."  # a detail that only says the action again
+    assert lines[2].count(fx.DETAIL_SEP) == 1  # the line is split once, at its own separator
+    assert lines[3] == "- Bake the first test batch (40 EUR)."
+    facts = fx.brief_facts({"currency": "EUR"}, "Launch a small online bakery")
+    # a price said in a detail is not what the action costs
+    assert fx.action_costs(out, facts) == [0.0, 0.0, 0.0, 40.0]
+    assert fx.key_line(out, facts) == ("Choose a payment gateway; define the target audience; and 2 more "
+                                       "(step total 40 EUR; 2026-12-09).")
+    # the same action with another detail is the same action
+    other = "- Choose a payment gateway \u2014 Use Square, which has a free plan (2026-12-20)."
+    assert fx.repeated_actions(other, [("Set Up the Shop", lines[0])])
+    assert fx.without_details(out).splitlines()[0] == "- Choose a payment gateway (2026-12-09)."
+    # every execute prompt asks for it
+    req = prompts.execute_request(prompts.Frame("Launch a small online bakery"), path=["Launch a small online bakery"],
+                                  title="Set Up the Shop", description="")
+    assert prompts.DETAIL_INSTRUCTION in req.prompt
+
+
+def test_an_unfinished_last_sentence_is_dropped_and_a_key_line_takes_an_actions_first_sentence():
+    """Bakery, make demo 2026-12-07: "... pay for your baked goods. Ensure the website is resp"
+    (149 characters, short of its bound, so not read as cut) and a detail cut at 200 characters
+    ("... to ensure the website i"); the plan's key line then quoted three sentences of one action."""
+    from agent.core import facts as fx
+
+    do = ("Design and develop an intuitive and user-friendly website where customers can browse, order, "
+          "and pay for your baked goods. Ensure the website is resp")
+    detail = ("Design and develop the website using HTML, CSS, and JavaScript. Use a content management system "
+              "(CMS) like WordPress or Wix to simplify the process. Implement responsive design to ensure the "
+              "website i")
+    out = prompts.parse_execution({"actions": [
+        {"do": do, "detail": detail, "cost": "500 EUR", "when": "2027-01-10"},
+        {"do": "Identify the target market for your bakery. Who are you baking for? Families nearby",
+         "detail": "", "cost": "", "when": ""},
+        {"do": "Set up a secure payment gateway (e.g., Stripe, PayPal) to take card payments", "cost": "", "when": ""}]},
+        currency="EUR")
+    first = out.splitlines()[0]
+    assert "resp" not in first and "website i " not in first
+    assert first == ("- Design and develop an intuitive and user-friendly website where customers can browse, order, "
+                     "and pay for your baked goods \u2014 Design and develop the website using HTML, CSS, and JavaScript. "
+                     "Use a content management system (CMS) like WordPress or Wix to simplify the process (500 EUR; "
+                     "2027-01-10).")
+    # a whole sentence without its full stop is not cut
+    assert out.splitlines()[2] == "- Set up a secure payment gateway (e.g., Stripe, PayPal) to take card payments."
+    facts = fx.brief_facts({"currency": "EUR"}, "Launch a small online bakery")
+    key = fx.key_line("\n".join(out.splitlines()[1:] + ["- Compare couriers, e.g. DPD and visit St. Albans."]), facts,
+                      actions=3)
+    assert key.startswith("Identify the target market for your bakery; set up a secure payment gateway")
+    assert "e.g. DPD and visit St. Albans" in key and "Who are you" not in key
+
+
+def test_a_detail_that_says_its_action_again_keeps_only_what_it_adds():
+    """Warsaw, make demo 2026-12-07: "Publicize the Event: Publicize the event to attract
+    attendees - Publicize the event to attract attendees using various marketing channels ...";
+    "Create a website ... schedule - Create a website ... schedule, and registration"."""
+    out = prompts.parse_execution({"actions": [
+        {"do": "Publicize the Event: Publicize the event to attract attendees", "cost": "", "when": "",
+         "detail": "Publicize the event to attract attendees using social media, email lists and local meetups."},
+        {"do": "Develop a Marketing Plan: Develop a marketing plan for the conference", "cost": "", "when": "",
+         "detail": "Develop a marketing plan for the conference. Post weekly on LinkedIn and send two newsletters."},
+        {"do": "Create a website for the conference with the event, speakers and schedule", "cost": "", "when": "",
+         "detail": "Create a website for the conference with the event, speakers, schedule, and registration."},
+        {"do": "Create a Website and Social Media Accounts: Create a website for the conference", "cost": "",
+         "when": "", "detail": ""}]})
+    assert out.splitlines() == [
+        "- Publicize the event to attract attendees \u2014 Using social media, email lists and local meetups.",
+        "- Develop a marketing plan for the conference \u2014 Post weekly on LinkedIn and send two newsletters.",
+        "- Create a website for the conference with the event, speakers and schedule.",
+        # a label that says more than its text is kept
+        "- Create a Website and Social Media Accounts: Create a website for the conference."]
+
+
+def test_a_synthesis_sees_every_action_of_a_long_step_without_its_details():
+    """Warsaw, make demo 2026-12-07: cut at its share of the prompt, a step with details showed
+    its first action alone, and the plan's summary was about that one action."""
+    long = "\n".join(f"- Action number {i} of the step \u2014 " + "A detail with many words in it. " * 8 for i in range(6))
+    req = prompts.synthesis_request(prompts.Frame("Organise a conference"), path=[], title="Organise a conference",
+                                    description="", children=[(f"Step {k}", long) for k in range(6)])
+    assert all(f"Action number {i} of the step" in req.prompt for i in range(6))
+    assert "A detail with many words" not in req.prompt
+    short = "- Book the hall \u2014 The Palace of Culture, Sala Kongresowa."
+    req = prompts.synthesis_request(prompts.Frame("Organise a conference"), path=[], title="Organise a conference",
+                                    description="", children=[("Venue", short), ("Other", long)])
+    assert "Sala Kongresowa" in req.prompt
+
+
+def test_a_price_set_is_no_cost_and_a_cost_per_person_goes_back():
+    """Warsaw, make demo 2026-12-07: "Price the Event (15000 PLN)" counted as spending, and
+    security "(1000 PLN per person)" with support "(500 PLN per person)" made a step total of
+    1,500 PLN for 200 people."""
+    from agent.core import facts as fx
+
+    out = prompts.parse_execution({"actions": [
+        {"do": "Price the Event", "detail": "Sell 200 tickets at 300 PLN, students 150 PLN", "cost": "15000 PLN",
+         "when": ""},
+        {"do": "Set ticket prices for the early bird", "cost": "100 PLN", "when": ""},
+        {"do": "Book the Sala Kongresowa hall", "cost": "20000 PLN", "when": ""}]}, currency="PLN")
+    facts = fx.brief_facts({"currency": "PLN", "people": "200 people"}, "Organise a 200-person tech conference in Warsaw")
+    assert fx.action_costs(out, facts) == [0.0, 0.0, 20000.0]
+    each = "- Secure event security \u2014 Hire 6 guards (1000 PLN per person; 2027-04-08).\n- Rent 4 radios (400 PLN)."
+    assert fx.per_head_cost(each) == "1000 PLN per person"
+    assert any("cost per person" in p for p in fx.result_problems(each, facts))
+    # a rate per night is not a head count, and a figure per person inside a detail is no cost field
+    assert fx.per_head_cost("- Book the Hotel Bristol (900 PLN per night).") is None
+    assert fx.per_head_cost("- Set the ticket price \u2014 300 PLN per person, students half.") is None
+
+
+def test_a_key_line_is_dated_by_its_step_window_when_no_action_names_a_day():
+    """Warsaw, make demo 2026-12-07: "Marketing and Promotion" and "Event Logistics" had no
+    dates in the plan's step list ("the marketing and logistics steps have no dates")."""
+    from agent.core import facts as fx
+
+    facts = fx.brief_facts({"currency": "PLN"}, "Organise a 200-person tech conference in Warsaw")
+    plain = "- Post weekly on LinkedIn.\n- Send two newsletters."
+    win = (date(2027, 2, 6), date(2027, 3, 5))
+    assert fx.key_line(plain, facts, window=win).endswith("(2027-02-06 to 2027-03-05).")
+    assert "2027" not in fx.key_line(plain, facts)
+    dated = "- Post weekly on LinkedIn (2027-02-10).\n- Send two newsletters."
+    assert fx.key_line(dated, facts, window=win).endswith("(2027-02-10).")
+
+
+def test_a_step_before_a_january_start_may_be_dated_in_the_december_before():
+    """Japan, make demo 2026-12-07: a trip dated in January 2027 had its pre-trip steps
+    scheduled in December 2026 by ``step_window``, and every one was sent back as "dates in
+    December 2026, outside the brief's dates"."""
+    from agent.core import facts as fx
+
+    f = fx.brief_facts({"dates": "2027-01-10 to 2027-01-23", "currency": "EUR"}, "Plan a two-week trip to Japan")
+    assert fx.off_dates("- Buy travel insurance (50 EUR; 2026-12-21).", f) == []
+    assert fx.off_dates("- Buy travel insurance (2025-12-21).", f) == ["December 2025"]
+    assert fx.off_dates("- Buy travel insurance (2026-08-21).", f) == ["August 2026"]
+
+
+def test_two_steps_with_alike_details_but_other_actions_are_no_repeat():
+    """The checks read the actions, not their details: the scripted model's details are the
+    same sentences in every step, and its steps were sent back as repeats of each other (the
+    bench's call count, 2026-12-07)."""
+    from agent.core import facts as fx
+
+    facts = fx.brief_facts({"currency": "EUR"}, "Plan a two-week trip to Japan")
+    same = " \u2014 Hold two places at the desk until the deposit is paid and keep the receipt"
+    mine = f"- Reserve the ryokan in Hakone{same}.\n- Buy the Hakone Free Pass{same} (50 EUR)."
+    theirs = f"- Reserve the Kyoto cooking class{same}.\n- Buy the Kyoto bus day pass{same} (7 EUR)."
+    assert fx.repeated_actions(mine, [("Kyoto", theirs)]) == []
+    assert not any("repeats" in p for p in fx.result_problems(mine, facts, siblings=[("Kyoto", theirs)]))
+    again = f"- Reserve the Hold Kyoto cooking class{same}."
+    assert fx.repeated_actions(again, [("Kyoto", theirs)])

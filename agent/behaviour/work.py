@@ -653,7 +653,8 @@ def result_from(answer: dict, tree: Tree, node: NodeView, claim_id: str, *, synt
     if synthesis:
         facts = brief_facts(tree, node)
         output = P.parse_synthesis(answer, [c.title for c in node.children],
-                                   [fx.key_line(child_answer(c), facts) for c in node.children])
+                                   [fx.key_line(child_answer(c), facts, window=step_window(tree, c))
+                                    for c in node.children])
     else:
         output = P.parse_execution(answer, currency=brief_facts(tree, node).currency or "")
         output = tx.without_goal_echo(output, goal_title(tree, node))
@@ -708,6 +709,9 @@ def untrusted_costs(tree: Tree, node: NodeView, output: str) -> str | None:
     same = fx.uniform_cost(output, facts)
     if same is not None:
         return f"one amount ({same:,.0f} {facts.currency}) on most actions"
+    each = fx.per_head_cost(output)
+    if each:
+        return f"a cost per person ({each}): give what the action pays for everyone in the brief"
     return budget_problem(tree, node, output)
 
 

@@ -141,6 +141,41 @@ _TRAILING = re.compile(r"\(([^()]*)\)\.?\s*$")
 _ALLOCATES = re.compile(r"^[-*•\s]*(?:set aside|allocate|budget|reserve \d|earmark|keep \d)", re.IGNORECASE)
 
 
+# a result line is "- Do this — what it settles (cost; when).": the action, its detail (the
+# content a person needs to do it) and its fields (agent.llm.prompts.parse_execution)
+DETAIL_SEP = " — "
+
+
+def action_head(line: str) -> str:
+    """An action line without its detail, its fields kept: what the action does, the part that
+    the checks of repeats, the costs and the plan's key lines read (with a detail's words, one
+    action in two steps would read as two, and a price said in it, "loaves at 4 EUR each", as
+    what the action costs)."""
+    head, sep, rest = str(line).partition(DETAIL_SEP)
+    if not sep:
+        return str(line)
+    fields = _EXTRAS.search(rest)
+    return head.rstrip(" .") + (fields.group(0) if fields else ".")
+
+
+_PER_HEAD = re.compile(r"\(([^()]*\d[^()]*?\b(?:per|a|each|/)\s*(?:person|head|attendee|participant|guest|"
+                       r"ticket|delegate|visitor|pax)\b)[^()]*\)", re.IGNORECASE)
+
+
+def per_head_cost(text: str) -> str | None:
+    """The first cost of a result given per person ("(1000 PLN per person; 2027-04-08)"): the
+    plan adds it up as one amount (Warsaw, make demo 2026-12-07: security at 1,000 PLN per
+    person and support at 500 made a step total of 1,500 PLN for 200 people)."""
+    m = _PER_HEAD.search(str(text))
+    return m.group(1).split(";")[0].strip() if m else None
+
+
+def without_details(text: str) -> str:
+    """A result with every action line's detail left out (``action_head``): for the prompts
+    that show another step's result only to be agreed with."""
+    return "\n".join(action_head(ln) for ln in str(text).splitlines())
+
+
 def _line_cost(ln: str, facts: "BriefFacts") -> float:
     """One action line's cost in the brief's currency: the amounts in its trailing "(cost;
     when)", else those in the line, leaving out the budget said again there ("keep the total
@@ -151,7 +186,7 @@ def _line_cost(ln: str, facts: "BriefFacts") -> float:
     found = money_in(m.group(1)) if m else []
     if found:
         return sum(a for a, codes in found if facts.currency in codes)
-    return sum(a for a, codes in money_in(ln)
+    return sum(a for a, codes in money_in(action_head(ln))
                if facts.currency in codes and not (facts.budget and abs(a - facts.budget) < 0.5))
 
 
@@ -162,11 +197,17 @@ def costs_of(text: str, facts: "BriefFacts") -> float:
     return sum(action_costs(text, facts))
 
 
-def key_line(result: str, facts: "BriefFacts", *, actions: int = 2) -> str:
+# where a sentence ends and the next begins, not after "e.g." or "St." (St. Petersburg)
+_NEXT_SENTENCE = re.compile(r"(?<!\b[eE]\.g\.)(?<!\b[iI]\.e\.)(?<!\bSt\.)(?<!\bM[rs]\.)(?<!\bDr\.)(?<!\bMrs\.)"
+                            r"(?<=[.!?])\s+(?=[A-Z])")
+
+
+def key_line(result: str, facts: "BriefFacts", *, actions: int = 2,
+             window: "tuple[_dt.date, _dt.date] | None" = None) -> str:
     """A step's key content in one line, written by code from its result: its first actions
     (without their figures) and how many more it has, then what the whole step costs and when
-    it happens; for a step
-    that is itself a synthesis, the first sentence of its summary."""
+    it happens (``window``: the step's part of the schedule, for one whose actions name no
+    day); for a step that is itself a synthesis, the first sentence of its summary."""
     lines = [ln.strip() for ln in str(result).splitlines() if ln.strip()]
     acts = [ln.lstrip("-*• ").strip() for ln in lines if ln.startswith(("-", "*", "•"))]
     if not acts:
@@ -174,11 +215,17 @@ def key_line(result: str, facts: "BriefFacts", *, actions: int = 2) -> str:
         return first[:240]
     dos = []
     for a in acts[:actions]:
-        a = _EXTRAS.sub("", a).strip().rstrip(".")
+        # its first sentence: a step's action may say more ("Identify the target market for
+        # your bakery. Who are you baking for? ...", bakery, make demo 2026-12-07)
+        a = _NEXT_SENTENCE.split(_EXTRAS.sub("", action_head(a)).strip())[0].rstrip(".")
         if a:
             dos.append(a[:1].lower() + a[1:] if dos else a)
     cost = sum(action_costs(result, facts)) if facts.currency else 0.0
     dates = sorted({d for ln in acts for d in calendar_dates(ln)})
+    if not dates and window:
+        # a step whose actions name no day is dated by its part of the schedule (Warsaw, make
+        # demo 2026-12-07: a reader found the marketing and the logistics "have no dates")
+        dates = sorted(set(window))
     # the step's figures are said to be the whole step's, and the actions left out are
     # counted: "prepare the cameras and lighting (600 GBP in all)" read as 600 GBP of
     # equipment when 500 of it was the venue, a third action not shown (Edinburgh, measured)
@@ -946,8 +993,12 @@ def off_dates(text: str, facts: BriefFacts) -> list[str]:
     ahead = {(first - k - 1) % 12 + 1 for k in range(PREPARATION_MONTHS)}
     for year, month in months_in(text):
         bad_month = month not in facts.months and month not in ahead
+        # the months to get ready before a start in January to March are the year before's
+        # (Japan, make demo 2026-12-07: a trip in 2027 whose insurance was bought on
+        # 2026-12-21, the step's own part of the schedule, was sent back three times)
+        before_start = month in ahead and month > first and facts.years and year == min(facts.years) - 1
         bad_year = year is not None and facts.years and year not in facts.years \
-            and abs(year - min(facts.years)) <= 3
+            and abs(year - min(facts.years)) <= 3 and not before_start
         if bad_month or bad_year:
             label = MONTHS[month - 1].capitalize() + (f" {year}" if year else "")
             if label not in out:
@@ -1063,6 +1114,9 @@ def result_problems(text: str, facts: BriefFacts, *, siblings: Iterable[tuple[st
     if same is not None:
         problems.append(f"gives most actions the same cost ({same:,.0f} {facts.currency}): price each "
                         "action on its own, and only what is paid for")
+    each = per_head_cost(text) if facts.currency else None
+    if each:
+        problems.append(f"gives a cost per person ({each}): give what the action pays for everyone in the brief")
     crowd = wrong_headcount(text, facts)
     if crowd:
         problems.append(f"says '{crowd[0]}'; the plan is for {facts.people}")
@@ -1074,8 +1128,9 @@ def result_problems(text: str, facts: BriefFacts, *, siblings: Iterable[tuple[st
         problems.append(f"dates '{back[0]}', a range that ends before it starts")
     if concrete_marks(text) < min_marks:
         problems.append("no concrete names, amounts or dates")
+    mine = tx.content_stems(without_details(text))
     for title, other in siblings:
-        if other and tx.jaccard(tx.content_stems(text), tx.content_stems(other)) > 0.6:
+        if other and tx.jaccard(mine, tx.content_stems(without_details(other))) > 0.6:
             problems.append(f"repeats the step '{title[:50]}'")
             break
     if "..." in text or "…" in text or _CUT_WORD.search(text):
@@ -1088,7 +1143,7 @@ _EXTRAS = re.compile(r"\s*\([^()]*\)\.?\s*$")
 
 def _action_stems(line: str) -> frozenset[str]:
     """What an action line does, without its bullet and its trailing "(cost; when)"."""
-    stems = tx.content_stems(_EXTRAS.sub("", line.strip().lstrip("-*• ")))
+    stems = tx.content_stems(_EXTRAS.sub("", action_head(line.strip().lstrip("-*• "))))
     return frozenset(w for w in stems if not w.isdigit())  # its date is not what it does
 
 
@@ -1138,7 +1193,7 @@ def _action_label(line: str) -> frozenset[str] | None:
     valid"), as stems, when it has two or more: the same name in two steps is the same action
     said again in other words (Japan, measured: "Get Your Passport" and "Check Your Travel
     Documents" in the preparation step and again in the arrival step)."""
-    m = _LABEL.match(line)
+    m = _LABEL.match(action_head(line))
     if not m or re.search(r"\d", m.group(1)):
         return None  # "Day 1", "Option 2": a place in the step's own list, not an action
     stems = frozenset(tx.content_stems(m.group(1))) - _SLOT_WORDS
@@ -1159,7 +1214,7 @@ def _booked_names(line: str) -> set[str]:
     accommodation step and again, in other words, in the itinerary step)."""
     from agent.core.places import gazetteer
 
-    m = _BOOKS.match(line)
+    m = _BOOKS.match(action_head(line))
     if not m:
         return set()
     skip = set(MONTHS) | set(_WEEKDAYS)

@@ -68,7 +68,15 @@ class AtomicAnswer(Answer):
 
 # ---------------------------------------------------------------------------------- results
 class Action(Answer):
+    # ``detail`` is in the grammar's required fields (the model always writes it) but may be
+    # left out of a stored or scripted answer: an action read without one is its ``do`` alone
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"required": ["do", "detail", "cost", "when"]})
+
     do: Text(150, 8)  # prompts.ACTION_MAX
+    # what a person needs to carry the action out: asked for because the bare actions read as a
+    # list of headings beside one direct call's plan, which explains every step (bakery,
+    # 2026-12-07: "Define the target audience (2026-12-08)." and nothing more)
+    detail: Text(240) = ""  # prompts.DETAIL_MAX
     cost: Text(40)
     when: Text(40)
 

@@ -95,6 +95,12 @@ def _depth(item: re.Match) -> tuple[int, int]:
     return len(item.group(1)), 0 if item.group(2) else 1
 
 
+# the labels a model puts inside a section: over its steps, and before what it is for
+_LABEL_HEADING = re.compile(r"^(?:(?:key |main |sub-?)?(?:steps|actions|action items|tasks|to-?dos?|details|activities)"
+                            r"(?: to take)?)$", re.IGNORECASE)
+_ABOUT = re.compile(r"^(?:objectives?|goals?|purpose|aim|description|overview)$", re.IGNORECASE)
+
+
 def parse_plan_text(text: str) -> TextPlan:
     """Headings and "Section N:" lines are sections, numbered or bulleted lines under them
     their steps (text that follows a step belongs to it, and so do the lines indented or
@@ -113,6 +119,12 @@ def parse_plan_text(text: str) -> TextPlan:
         item = _NUMBERED.match(ln)
         is_heading = _SECTION_LINE.match(ln) and not (item and section is not None
                                                       and not ln.lstrip().startswith(("#", "**")))
+        if is_heading and section is not None and _LABEL_HEADING.match(_title_of(ln)):
+            # "**Steps:**" under "### 1. **Pre-Conference Planning**": the section's steps
+            # follow; read as a section, every other section was "Steps" (Warsaw, one direct
+            # call, 2026-12-07)
+            current = None
+            continue
         if is_heading:
             section = Section(_title_of(ln), level=_level(ln))
             sections.append(section)
@@ -126,8 +138,13 @@ def parse_plan_text(text: str) -> TextPlan:
                 current = steps[-1]
                 current.text += "; " + body
                 continue
+            head, sep, rest = body.partition(":")
+            if section is not None and sep and _ABOUT.match(head.strip(" *")):
+                # "- **Objective:** Ensure that the venue is ...": what the section is for
+                section.text = (section.text + " " + rest.strip()).strip()
+                current = None
+                continue
             depth[id(steps)] = d
-            head, sep, _rest = body.partition(":")
             current = Item(head.strip(" *") if sep and len(head) <= 80 else body[:80], body)
             steps.append(current)
             continue

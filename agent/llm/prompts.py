@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from agent.core.events import BRIEF_FIELDS
-from agent.core.text import content_stems, cut_to_sentence
+from agent.core.facts import DETAIL_SEP, without_details
+from agent.core.text import content_stems, cut_to_sentence, ends_at_sentence
 from agent.llm.answers import (
     AtomicAnswer, BriefAnswer, CriteriaAnswer, ExecuteAnswer, ReviewAnswer, parse_as, schema_of,
     SynthesisAnswer, split_model,
@@ -598,6 +599,13 @@ EXECUTE_INSTRUCTION = (
     "Write 4 to 6 actions that carry out this step, in the order they are done. do: one short instruction (at most "
     "20 words) with the specific choice it makes (what exactly and how many; the name of a real place, product or "
     "service only where you know one, never a made-up name).")
+# with only ``do``, the actions read as a list of headings beside one direct call's plan (which
+# explains each of its steps); asked for the content too, the 1.5B model wrote what each action
+# settles ("Select reliable payment gateways (e.g., PayPal) for secure transactions", bakery,
+# 2026-12-07)
+DETAIL_INSTRUCTION = ("detail: what a person needs to carry it out, in one or two sentences: the concrete answer it "
+                      "settles (which, how many, what exactly, by whom), with real names only where you know them.")
+DETAIL_MAX = 240  # answers.Action.detail
 EXECUTE_RULES = ("Instructions only: never 'I' or 'we', never a story of what was done, no placeholders, nothing "
                  "that belongs to the other steps.")
 
@@ -694,7 +702,7 @@ def execute_request(
         if feedback:
             lines.append("Why: " + " | ".join(_clip(f, 160) for f in feedback[:4]))
     lines.append(
-        (PROGRAMME_INSTRUCTION if programme else EXECUTE_INSTRUCTION) + " cost: what this action pays" + (f", in {currency}," if currency else "")
+        (PROGRAMME_INSTRUCTION if programme else EXECUTE_INSTRUCTION) + " " + DETAIL_INSTRUCTION + " cost: what this action pays" + (f", in {currency}," if currency else "")
         + " for everyone in the brief, priced on its own ('' if it pays nothing). when: the date (YYYY-MM-DD) or deadline, within "
         + ("this step's part of the schedule" if window else "the brief's dates") + ", or ''. "
         + EXECUTE_RULES
@@ -745,6 +753,8 @@ def _extra(value: Any, currency: str) -> str:
 _UNPAID = re.compile(
     r"^(?:(?:regularly|then|first|also|finally) )?"
     r"(?:define|decide|research|plan|list|draft|outline|write down|meet|contact|send|update|assign|report|share|"
+    # setting a price is no spending ("Price the Event (15000 PLN)", Warsaw, make demo 2026-12-07)
+    r"price|set (?:the |a )?(?:ticket )?prices?|"
     r"(?:choose|select)(?! (?:\w+ ){0,3}and (?:book|buy|order|hire|rent|pay|reserve))|divide|allocate|"
     r"set (?:the )?(?:date|deadlines?|goals?|roles?)|set aside|budget|reserve \d+|"
     r"email|e-mail|call|phone|review|check|compare|identify|determine|discuss|agree|confirm|"
@@ -781,7 +791,8 @@ _LABEL_ONLY = re.compile(r"^[^:.!?]{1,60}:\s*\.?$")
 
 
 def parse_execution(answer: Any, *, currency: str = "") -> str:
-    """The step's result as text: one line per action, "- Do this (cost; when)."."""
+    """The step's result as text: one line per action, "- Do this — what it settles (cost;
+    when).", the detail left out when the answer has none."""
     a = parse_as(ExecuteAnswer, answer, "execution result")
     lines: list[str] = []
     said: list[frozenset[str]] = []  # each line's meaning words
@@ -799,7 +810,7 @@ def parse_execution(answer: Any, *, currency: str = "") -> str:
             got = [p.strip() for p in fields.group(1).split(";") if p.strip()]
             said_cost = said_cost or next((p for p in got if not _ISO_DAY.search(p)), "")
             said_when = said_when or next((p for p in got if _ISO_DAY.search(p)), "")
-        do = _sentence(raw)
+        do = _sentence(_label_said_again(_unfinished(raw)))
         if not do or do.casefold() in seen or _LABEL_ONLY.match(do):
             continue
         seen.add(do.casefold())
@@ -811,7 +822,9 @@ def parse_execution(answer: Any, *, currency: str = "") -> str:
         for x in (cost, when):
             if x and x.casefold() not in do.casefold() and x.casefold() not in (e.casefold() for e in extra):
                 extra.append(x)
-        line = f"- {do[:-1]} ({'; '.join(extra)})." if extra else f"- {do}"
+        detail = _detail(act.detail, do)
+        text = f"{do[:-1]}{DETAIL_SEP}{detail}" if detail else do
+        line = f"- {text[:-1]} ({'; '.join(extra)})." if extra else f"- {text}"
         # the same action said again in the same step, with less or more ("Assign chairs and
         # microphones", then "... for the conference app"; "Review Plan: Review the overall
         # plan ...": Warsaw and Japan, measured): once, in its fuller words, where it came first
@@ -831,10 +844,71 @@ def parse_execution(answer: Any, *, currency: str = "") -> str:
     return "\n".join(lines)[:RESULT_MAX]
 
 
-def _sentence(text: str) -> str:
+def _unfinished(text: str) -> str:
+    """Text whose last sentence is unfinished ("... for your baked goods. Ensure the website
+    is resp", bakery, make demo 2026-12-07, 149 characters: cut short of its bound) without
+    it, when the whole sentences before it are most of the text."""
+    t = text.strip()
+    if len(t) < 60 or ends_at_sentence(t.rstrip(" )")):
+        return text
+    whole = cut_to_sentence(t)
+    return whole if whole and len(whole) >= len(t) / 2 else text
+
+
+def _detail(raw: str, do: str) -> str:
+    """An action's detail as one clean sentence or two, or empty when it only says the action
+    again (its content words all in the action's) or is the prompt's words."""
+    if len(raw) >= DETAIL_MAX - 5 or (len(raw) >= DETAIL_MAX - 20 and _DANGLING.search(raw.rstrip(" ."))):
+        raw = _whole(raw) or raw
+    raw, _cost, _when = _fields_in(_PROMPT_BITS.sub("", raw))
+    fields = _FIELDS_AT_END.search(raw)
+    if fields and fields.start() > 0:
+        raw = raw[:fields.start()]
+    # (the separator is the line's own: a detail that holds it would split the line twice)
+    text = _sentence(_unfinished(raw.replace(DETAIL_SEP.strip(), "-")), DETAIL_MAX)
+    # its sentences that only say the action again go ("Publicize the event to attract
+    # attendees - Publicize the event to attract attendees using ...": the rest is its content;
+    # Warsaw, make demo 2026-12-07)
+    mine = content_stems(do)
+    parts = [p for p in _SENTENCES.split(text) if p.strip()]
+    while parts and content_stems(parts[0]) <= mine:
+        parts.pop(0)
+    if len(parts) == 1:
+        head = _SAID_AGAIN.match(parts[0])
+        if head and content_stems(head.group(1)) <= mine and len(head.group(1)) >= 0.6 * len(do):
+            parts[0] = parts[0][head.end():]
+    text = _sentence(" ".join(parts), DETAIL_MAX) if parts else ""
+    # a detail that adds a word or none to its action says nothing more ("Create a website ...
+    # schedule" - "... schedule, and registration")
+    if not text or len(content_stems(text) - mine) < 2 or _LABEL_ONLY.match(text):
+        return ""
+    return text
+
+
+_LABELLED = re.compile(r"^([^:.!?]{3,60}):\s+(\S.*)$")
+
+
+def _label_said_again(text: str) -> str:
+    """An action without the label it repeats ("Develop a Marketing Plan: Develop a marketing
+    plan to promote the conference", Warsaw, make demo 2026-12-07: a draft's "Label: text"
+    items copied into the actions)."""
+    m = _LABELLED.match(text.strip())
+    if m and content_stems(m.group(1)) and content_stems(m.group(1)) <= content_stems(m.group(2)):
+        return m.group(2)
+    return text
+
+
+_SENTENCES = re.compile(r"(?<!\b[eE]\.g\.)(?<!\b[iI]\.e\.)(?<!\bSt\.)(?<=[.!?])\s+(?=[A-Z])")
+# an action said again, then carried on ("Publicize the event to attract attendees using various
+# marketing channels such as ..."): what follows its words
+_SAID_AGAIN = re.compile(r"^(.{12,}?)\s+(?=(?:using|with|by|through|via|such as|including|in|at|from|for)\b)",
+                         re.IGNORECASE)
+
+
+def _sentence(text: str, limit: int = 200) -> str:
     # "Review the project details;" ends in the separator the model meant for the next
     # action: shown as "...details; (50 PLN)." and, in a key line, ";;" (Warsaw, measured)
-    t = _clean_text(text, 200).strip(" -*•").rstrip(" ,;")
+    t = _clean_text(text, limit).strip(" -*•").rstrip(" ,;")
     if not t:
         return ""
     t = t[0].upper() + t[1:]
@@ -910,7 +984,7 @@ SYNTHESIS_STEPS = "steps{of}, in order, with what each does:"
 # what a result must not say back (a small model echoes its instructions as content; measured:
 # a beach clean-up's summary "The 3 steps, in order, with what each does are as follows: 1. ...",
 # its first step copied in full)
-INSTRUCTIONS = (EXECUTE_INSTRUCTION, PROGRAMME_INSTRUCTION, EXECUTE_RULES, DRAFT_RULE, SYNTHESIS_SUMMARY,
+INSTRUCTIONS = (EXECUTE_INSTRUCTION, PROGRAMME_INSTRUCTION, DETAIL_INSTRUCTION, EXECUTE_RULES, DRAFT_RULE, SYNTHESIS_SUMMARY,
                 SYNTHESIS_SUMMARY_NO_MONEY, SYNTHESIS_STEPS.format(of=""))
 
 
@@ -935,6 +1009,10 @@ def synthesis_request(frame: Frame, *, path: Sequence[str], title: str, descript
     per_child = max(300, 3600 // len(children))
     lines.append(f"The {len(children)} " + SYNTHESIS_STEPS.format(of="" if root else " of this task"))
     for i, (t, a) in enumerate(children[:12], 1):
+        # every action of a step, without details when the whole will not fit: cut, a step
+        # showed its first action and its detail alone, and the summary of a Warsaw
+        # conference was about its steering committee (make demo 2026-12-07)
+        a = a if len(a) <= per_child else without_details(a)
         lines.append(f"{i}. {_clip(t, 70)}:\n{_clip(a, per_child)}")
     if total:
         lines.append(f"Total: {total}")

@@ -369,8 +369,10 @@ def _execute(ctx: Mapping[str, Any]) -> dict:
     h = _hash("execute", title, ctx.get("previous") or "")
     topic = topic_of(title, str(ctx.get("goal", "")))
     actions = []
-    for i, (verb, what) in enumerate((("Reserve", "the first option"), ("Pay", "the deposit"),
-                                      ("Confirm", "the booking reference"))):
+    for i, (verb, what, detail) in enumerate((
+            ("Reserve", "the first option", "Hold {n} places at the desk until the deposit is paid"),
+            ("Pay", "the deposit", "Pay by card at the desk and keep the receipt for the records"),
+            ("Confirm", "the booking reference", "Write the reference down and send it to everyone in the brief"))):
         # a model that keeps to the share of the budget its prompt names (two costs within it)
         top = max(20, min(400, int(ctx.get("budget_share") or 0) // 2 - 20)) if ctx.get("budget_share") else 400
         cost = f"{(h >> (4 * i)) % top + 20} {currency}" if i < 2 else ""
@@ -383,7 +385,7 @@ def _execute(ctx: Mapping[str, Any]) -> dict:
             when = f"{_DAYS[(h >> (8 + 4 * i)) % len(_DAYS)]} {month}".strip() if month else ""
         step = _fit(title.split(SEP)[0].strip().lower(), 50)
         actions.append({"do": _fit(f"{verb} {what} for {step} in {topic} with the {topic.title()} Service Desk", 140),
-                        "cost": cost, "when": when})
+                        "detail": detail.format(n=2 + (h >> (12 + 4 * i)) % 3), "cost": cost, "when": when})
     return {"actions": actions}
 
 
