@@ -1506,3 +1506,15 @@ def test_two_steps_with_alike_details_but_other_actions_are_no_repeat():
     assert not any("repeats" in p for p in fx.result_problems(mine, facts, siblings=[("Kyoto", theirs)]))
     again = f"- Reserve the Hold Kyoto cooking class{same}."
     assert fx.repeated_actions(again, [("Kyoto", theirs)])
+
+
+def test_the_schedule_prompts_words_cut_in_a_when_field_are_dropped():
+    """Japan, make demo 2026-12-07: "(5 EUR; 2027-01-15 to 2027-01-17 (what must be 2)." - the
+    step prompt's "(what must be booked ...)" copied into the 40-character field and cut there."""
+    out = prompts.parse_execution({"actions": [
+        {"do": "Visit the Kyoto Imperial Palace and Kinkakuji", "detail": "Take bus 205 from Kyoto Station",
+         "cost": "5 EUR", "when": "2027-01-15 to 2027-01-17 (what must be"},
+        {"do": "Explore Fushimi Inari shrine at dawn", "cost": "", "when": ""},
+        {"do": "Eat at the Nishiki market stalls", "cost": "", "when": "2027-01-16"}]}, currency="EUR")
+    assert "what must" not in out
+    assert out.splitlines()[0].endswith("(5 EUR; 2027-01-15 to 2027-01-17).")

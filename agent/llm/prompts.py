@@ -773,7 +773,8 @@ _FIELDS_IN = re.compile(r"[\s.,;]*\(?\s*\bcost\s*:\s*(?P<cost>[^,;()\d]{0,12}\d(
 # the step prompt's own words copied into a field ("2027-05-25 (what must be booked, bought",
 # measured), and a "(cost; date)" the model wrote at the end of the action as well as in its
 # fields ("... a role (20 GBP; 2027-05-24) (2027-05-23).", measured): shown once
-_PROMPT_BITS = re.compile(r"\s*\(?\s*what must be booked[^)]*\)?", re.IGNORECASE)
+# ("2027-01-15 to 2027-01-17 (what must be", cut by the field's bound: Japan, measured 2026-12-07)
+_PROMPT_BITS = re.compile(r"\s*\(?\s*what must be\b[^)]*\)?", re.IGNORECASE)
 _ISO_DAY = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 _FIELDS_AT_END = re.compile(r"\s*\(((?=[^()]*(?:\d{4}-\d{2}-\d{2}|[£$€¥]\s?\d|\d[\d,.]*\s?(?-i:[A-Z]{3})\b))[^()]*)\)\s*[.]?\s*$")
 
