@@ -1380,15 +1380,17 @@ def test_an_action_carries_its_detail_and_the_checks_read_the_action_alone():
 
 def test_an_unfinished_last_sentence_is_dropped_and_a_key_line_takes_an_actions_first_sentence():
     """Bakery, make demo 2026-12-07: "... pay for your baked goods. Ensure the website is resp"
-    (149 characters, short of its bound, so not read as cut) and a detail cut at 200 characters
+    (149 characters, short of its bound once squeezed, so not read as cut) and a detail cut
     ("... to ensure the website i"); the plan's key line then quoted three sentences of one action."""
     from agent.core import facts as fx
 
     do = ("Design and develop an intuitive and user-friendly website where customers can browse, order, "
           "and pay for your baked goods. Ensure the website is resp")
+    # the same detail as it comes now, cut at its bound of 240 characters
     detail = ("Design and develop the website using HTML, CSS, and JavaScript. Use a content management system "
               "(CMS) like WordPress or Wix to simplify the process. Implement responsive design to ensure the "
-              "website i")
+              "website works on phones and desktops of every si")
+    assert 230 <= len(detail) <= 240
     out = prompts.parse_execution({"actions": [
         {"do": do, "detail": detail, "cost": "500 EUR", "when": "2027-01-10"},
         {"do": "Identify the target market for your bakery. Who are you baking for? Families nearby",
@@ -1396,7 +1398,7 @@ def test_an_unfinished_last_sentence_is_dropped_and_a_key_line_takes_an_actions_
         {"do": "Set up a secure payment gateway (e.g., Stripe, PayPal) to take card payments", "cost": "", "when": ""}]},
         currency="EUR")
     first = out.splitlines()[0]
-    assert "resp" not in first and "website i " not in first
+    assert "resp" not in first and "every si" not in first
     assert first == ("- Design and develop an intuitive and user-friendly website where customers can browse, order, "
                      "and pay for your baked goods \u2014 Design and develop the website using HTML, CSS, and JavaScript. "
                      "Use a content management system (CMS) like WordPress or Wix to simplify the process (500 EUR; "
@@ -1518,3 +1520,38 @@ def test_the_schedule_prompts_words_cut_in_a_when_field_are_dropped():
         {"do": "Eat at the Nishiki market stalls", "cost": "", "when": "2027-01-16"}]}, currency="EUR")
     assert "what must" not in out
     assert out.splitlines()[0].endswith("(5 EUR; 2027-01-15 to 2027-01-17).")
+
+
+def test_the_detail_rules_leave_ordinary_text_alone():
+    """A review of the detail rules (2026-12-07) found each of these read wrongly by their
+    first version: a bracket per guest that is no cost, a price said in a detail, "what must be"
+    in an action's own words, "Mt." as a sentence end, an action holding the separator, a
+    whole last sentence without its full stop, and "## Activities" as a label."""
+    from agent.core import facts as fx
+    from agent.eval.metrics import names_something
+    from agent.llm.outline import parse_plan_text
+
+    facts = fx.brief_facts({"currency": "PLN"}, "Organise a 200-person tech conference in Warsaw")
+    assert fx.per_head_cost("- Order 400 bottles of water (2 per guest) (120 PLN).") is None
+    assert fx.per_head_cost("- Sell tickets \u2014 Online (300 PLN per ticket) via Eventbrite.") is None
+    assert fx.per_head_cost("- Hire security (2027-04-08; 300 PLN per person).") == "300 PLN per person"
+    assert fx.action_costs("- Set ticket prices at 300 PLN for adults and 150 PLN for students.\n"
+                           "- Price and book the caterer (900 PLN).", facts) == [0.0, 900.0]
+    assert fx.key_line("- Climb Mt. Fuji with a guide.\n- Rest at the hut.", facts).startswith(
+        "Climb Mt. Fuji with a guide; rest at the hut")
+    out = prompts.parse_execution({"actions": [
+        {"do": "List what must be bought before the trip: adapters, yen", "cost": "", "when": "",
+         "detail": "Check what must be declared at customs and the duty-free limits"},
+        {"do": "Rent 40 chairs from Party Rent Warszawa for the reception", "cost": "", "when": "",
+         "detail": "Use Stripe for cards and PayPal for wallets. Both charge per sale"},
+        {"do": "Book the hall \u2014 Sala Kongresowa", "detail": "Pay the deposit by transfer", "cost": "20000 PLN",
+         "when": ""}]}, currency="PLN")
+    lines = out.splitlines()
+    assert lines[0] == ("- List what must be bought before the trip: adapters, yen \u2014 Check what must be declared "
+                        "at customs and the duty-free limits.")
+    assert lines[1].endswith("Both charge per sale.")
+    assert fx.action_head(lines[2]) == "- Book the hall - Sala Kongresowa (20000 PLN)."
+    assert names_something("Book the hall \u2014 Hold the Sala Kongresowa", frozenset())
+    assert not names_something("Book the hall \u2014 Hold the date with the owner", frozenset())
+    assert [s.title for s in parse_plan_text("## Travel\n- Fly LOT to Tokyo\n## Activities\n- Visit Kinkakuji\n").sections] \
+        == ["Travel", "Activities"]

@@ -456,7 +456,9 @@ def execute_req(tree: Tree, node: NodeView, seed: int | None) -> LLMRequest:
     position = next((i for i, c in enumerate(siblings, 1) if c.id == node.id), 0)
     follows_ids = {siblings[a - 1].id for a in node.after if 0 < a <= len(siblings)}
     follows = [(c.title, child_answer(c)) for c in siblings if c.id in follows_ids]
-    decided = [(c.title, child_answer(c)) for c in siblings
+    # (without details: the prompt shows each in 160 characters, the first action's detail
+    # would fill them)
+    decided = [(c.title, fx.without_details(child_answer(c))) for c in siblings
                if c.id != node.id and c.id not in follows_ids and child_answer(c)]
     previous, feedback = _earlier_attempt(node)
     win = step_window(tree, node)
@@ -497,9 +499,10 @@ def _label_action(output: str, title: str) -> str | None:
     for ln in str(output).splitlines():
         if not ln.lstrip().startswith(("-", "*", "•")):
             continue
-        text = " ".join(_TRAILING_FIELDS.sub("", ln.strip().lstrip("-*• ")).lower().split()).strip(" .:")
+        head = fx.action_head(ln.strip().lstrip("-*• "))
+        text = " ".join(_TRAILING_FIELDS.sub("", head).lower().split()).strip(" .:")
         if text in said or text.startswith(("write the programme", "write its programme")):
-            return _TRAILING_FIELDS.sub("", ln.strip().lstrip("-*• ")).strip()
+            return _TRAILING_FIELDS.sub("", head).strip()
     return None
 
 

@@ -138,6 +138,10 @@ _TRAILING = re.compile(r"\(([^()]*)\)\.?\s*$")
 
 # money set aside is not money spent ("Set aside 1500 euros for accommodations (750 EUR)", and
 # the hotels priced again in their own step: Barcelona, measured)
+# setting a price is no spending ("Price the Event (15000 PLN)", "Set ticket prices at 300 PLN":
+# Warsaw, make demo 2026-12-07)
+_SETS_PRICE = re.compile(r"^[-*•\s]*(?:price|set (?:the |a )?(?:ticket )?prices?)\b"
+                         r"(?! and (?:book|buy|pay|order|hire|rent|reserve))", re.IGNORECASE)
 _ALLOCATES = re.compile(r"^[-*•\s]*(?:set aside|allocate|budget|reserve \d|earmark|keep \d)", re.IGNORECASE)
 
 
@@ -158,16 +162,23 @@ def action_head(line: str) -> str:
     return head.rstrip(" .") + (fields.group(0) if fields else ".")
 
 
-_PER_HEAD = re.compile(r"\(([^()]*\d[^()]*?\b(?:per|a|each|/)\s*(?:person|head|attendee|participant|guest|"
-                       r"ticket|delegate|visitor|pax)\b)[^()]*\)", re.IGNORECASE)
+_PER_HEAD = re.compile(r"\b(?:per|a|each|/)\s*(?:person|head|attendee|participant|guest|ticket|delegate|"
+                       r"visitor|pax)\b", re.IGNORECASE)
 
 
 def per_head_cost(text: str) -> str | None:
     """The first cost of a result given per person ("(1000 PLN per person; 2027-04-08)"): the
     plan adds it up as one amount (Warsaw, make demo 2026-12-07: security at 1,000 PLN per
-    person and support at 500 made a step total of 1,500 PLN for 200 people)."""
-    m = _PER_HEAD.search(str(text))
-    return m.group(1).split(";")[0].strip() if m else None
+    person and support at 500 made a step total of 1,500 PLN for 200 people). Only an action's
+    own fields count: a price said in a detail is no cost."""
+    for ln in str(text).splitlines():
+        m = _TRAILING.search(action_head(ln))
+        if not m:
+            continue
+        for part in m.group(1).split(";"):
+            if _PER_HEAD.search(part) and money_in(part):
+                return part.strip()
+    return None
 
 
 def without_details(text: str) -> str:
@@ -180,7 +191,7 @@ def _line_cost(ln: str, facts: "BriefFacts") -> float:
     """One action line's cost in the brief's currency: the amounts in its trailing "(cost;
     when)", else those in the line, leaving out the budget said again there ("keep the total
     under 2,000 EUR")."""
-    if _ALLOCATES.match(ln):
+    if _ALLOCATES.match(ln) or _SETS_PRICE.match(ln):
         return 0.0
     m = _TRAILING.search(ln)
     found = money_in(m.group(1)) if m else []
@@ -198,8 +209,7 @@ def costs_of(text: str, facts: "BriefFacts") -> float:
 
 
 # where a sentence ends and the next begins, not after "e.g." or "St." (St. Petersburg)
-_NEXT_SENTENCE = re.compile(r"(?<!\b[eE]\.g\.)(?<!\b[iI]\.e\.)(?<!\bSt\.)(?<!\bM[rs]\.)(?<!\bDr\.)(?<!\bMrs\.)"
-                            r"(?<=[.!?])\s+(?=[A-Z])")
+_NEXT_SENTENCE = re.compile(tx.NOT_AN_ABBREVIATION + r"(?<=[.!?])\s+(?=[A-Z])")
 
 
 def key_line(result: str, facts: "BriefFacts", *, actions: int = 2,

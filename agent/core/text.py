@@ -251,6 +251,12 @@ def ends_at_sentence(text: str) -> bool:
     return bool(lines) and _END.search(lines[-1]) is not None
 
 
+# a full stop that ends an abbreviation, not a sentence ("e.g. Stripe", "St. Albans", "Mt. Fuji"):
+# a lookbehind to put before a sentence end
+NOT_AN_ABBREVIATION = (r"(?<!\b[eE]\.g\.)(?<!\b[iI]\.e\.)(?<!\bSt\.)(?<!\bMt\.)(?<!\bM[rs]\.)(?<!\bDr\.)"
+                       r"(?<!\bMrs\.)(?<!\bNo\.)(?<!\bvs\.)(?<!\betc\.)(?<!\bapprox\.)(?<!\bincl\.)")
+
+
 def cut_to_sentence(text: str) -> str:
     """``text`` up to its last sentence boundary; unchanged if it already ends at one, empty if
     it has none."""

@@ -99,6 +99,8 @@ def names_something(action: str, goal_stems: frozenset[str]) -> bool:
     ("Visit the museums" names nothing; "Visit the Gulbenkian Museum" does)."""
     # a label is the step's own title said again ("**Hotel Selection**: Look for hotels"), not a name
     action = re.sub(r"^\W*(?:[\w'-]+\s+){0,5}[\w'-]+\W*:\s*", "", action.replace("**", ""))
+    # an action's detail begins a sentence: its first word's capital names nothing ("Hold", "Use")
+    action = re.sub(fx.DETAIL_SEP + r"(\w)", lambda m: fx.DETAIL_SEP + m.group(1).lower(), action)
     for m in re.finditer(r"\b[A-Z][a-zA-Z\u00c0-\u024f]{2,}", action):
         w = m.group(0)
         if m.start() == 0 or w.isupper() and len(w) == 3:

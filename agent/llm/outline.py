@@ -119,8 +119,10 @@ def parse_plan_text(text: str) -> TextPlan:
         item = _NUMBERED.match(ln)
         is_heading = _SECTION_LINE.match(ln) and not (item and section is not None
                                                       and not ln.lstrip().startswith(("#", "**")))
-        if is_heading and section is not None and _LABEL_HEADING.match(_title_of(ln)):
-            # "**Steps:**" under "### 1. **Pre-Conference Planning**": the section's steps
+        if is_heading and section is not None and not ln.lstrip().startswith("#") \
+                and not _NUMBERED.match(ln) and _LABEL_HEADING.match(_title_of(ln)):
+            # "**Steps:**" under "### 1. **Pre-Conference Planning**" (a bold or colon label,
+            # not a heading of its own: "## Activities" is a section): the section's steps
             # follow; read as a section, every other section was "Steps" (Warsaw, one direct
             # call, 2026-12-07)
             current = None

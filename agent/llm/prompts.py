@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from agent.core.events import BRIEF_FIELDS
 from agent.core.facts import DETAIL_SEP, without_details
-from agent.core.text import content_stems, cut_to_sentence, ends_at_sentence
+from agent.core.text import NOT_AN_ABBREVIATION, content_stems, cut_to_sentence, ends_at_sentence
 from agent.llm.answers import (
     AtomicAnswer, BriefAnswer, CriteriaAnswer, ExecuteAnswer, ReviewAnswer, parse_as, schema_of,
     SynthesisAnswer, split_model,
@@ -774,7 +774,7 @@ _FIELDS_IN = re.compile(r"[\s.,;]*\(?\s*\bcost\s*:\s*(?P<cost>[^,;()\d]{0,12}\d(
 # measured), and a "(cost; date)" the model wrote at the end of the action as well as in its
 # fields ("... a role (20 GBP; 2027-05-24) (2027-05-23).", measured): shown once
 # ("2027-01-15 to 2027-01-17 (what must be", cut by the field's bound: Japan, measured 2026-12-07)
-_PROMPT_BITS = re.compile(r"\s*\(?\s*what must be\b[^)]*\)?", re.IGNORECASE)
+_PROMPT_BITS = re.compile(r"\s*\(\s*what must be\b[^)]*\)?|\s*\bwhat must be booked[^)]*\)?", re.IGNORECASE)
 _ISO_DAY = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 _FIELDS_AT_END = re.compile(r"\s*\(((?=[^()]*(?:\d{4}-\d{2}-\d{2}|[£$€¥]\s?\d|\d[\d,.]*\s?(?-i:[A-Z]{3})\b))[^()]*)\)\s*[.]?\s*$")
 
@@ -811,7 +811,8 @@ def parse_execution(answer: Any, *, currency: str = "") -> str:
             got = [p.strip() for p in fields.group(1).split(";") if p.strip()]
             said_cost = said_cost or next((p for p in got if not _ISO_DAY.search(p)), "")
             said_when = said_when or next((p for p in got if _ISO_DAY.search(p)), "")
-        do = _sentence(_label_said_again(_unfinished(raw)))
+        # (the separator is the line's own: an action that holds it would split the line there)
+        do = _sentence(_label_said_again(_unfinished(raw.replace(DETAIL_SEP.strip(), "-"), ACTION_MAX)))
         if not do or do.casefold() in seen or _LABEL_ONLY.match(do):
             continue
         seen.add(do.casefold())
@@ -845,12 +846,14 @@ def parse_execution(answer: Any, *, currency: str = "") -> str:
     return "\n".join(lines)[:RESULT_MAX]
 
 
-def _unfinished(text: str) -> str:
-    """Text whose last sentence is unfinished ("... for your baked goods. Ensure the website
-    is resp", bakery, make demo 2026-12-07, 149 characters: cut short of its bound) without
-    it, when the whole sentences before it are most of the text."""
+def _unfinished(text: str, bound: int) -> str:
+    """Text near its length ``bound`` whose last sentence is unfinished ("... for your baked
+    goods. Ensure the website is resp", bakery, make demo 2026-12-07, 149 characters of 150:
+    cut, though short of the bound once squeezed) without it, when the whole sentences before
+    it are most of the text. A last sentence without its full stop well within the bound is
+    whole ("... PayPal for wallets. Both charge per sale")."""
     t = text.strip()
-    if len(t) < 60 or ends_at_sentence(t.rstrip(" )")):
+    if len(t) < bound - 30 or ends_at_sentence(t.rstrip(" )")):
         return text
     whole = cut_to_sentence(t)
     return whole if whole and len(whole) >= len(t) / 2 else text
@@ -866,7 +869,7 @@ def _detail(raw: str, do: str) -> str:
     if fields and fields.start() > 0:
         raw = raw[:fields.start()]
     # (the separator is the line's own: a detail that holds it would split the line twice)
-    text = _sentence(_unfinished(raw.replace(DETAIL_SEP.strip(), "-")), DETAIL_MAX)
+    text = _sentence(_unfinished(raw.replace(DETAIL_SEP.strip(), "-"), DETAIL_MAX), DETAIL_MAX)
     # its sentences that only say the action again go ("Publicize the event to attract
     # attendees - Publicize the event to attract attendees using ...": the rest is its content;
     # Warsaw, make demo 2026-12-07)
@@ -899,7 +902,7 @@ def _label_said_again(text: str) -> str:
     return text
 
 
-_SENTENCES = re.compile(r"(?<!\b[eE]\.g\.)(?<!\b[iI]\.e\.)(?<!\bSt\.)(?<=[.!?])\s+(?=[A-Z])")
+_SENTENCES = re.compile(NOT_AN_ABBREVIATION + r"(?<=[.!?])\s+(?=[A-Z])")
 # an action said again, then carried on ("Publicize the event to attract attendees using various
 # marketing channels such as ..."): what follows its words
 _SAID_AGAIN = re.compile(r"^(.{12,}?)\s+(?=(?:using|with|by|through|via|such as|including|in|at|from|for)\b)",
