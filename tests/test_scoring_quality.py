@@ -117,6 +117,10 @@ def test_project_phases_are_chores_and_planning_a_component_is_the_component():
     assert chore_count(["Planning and Preparation (2 weeks)", "Finalization and Deployment (1 week)"]) == 1
     assert chore_count(["Event Execution", "Delivery and follow-up", "Plan Activities",
                         "Kitchen demolition"]) == 0
+    # a WorFBench how-to's winning split, 2026-12-07: "Designing the Eggs, Displaying the Eggs,
+    # Easter Egg Hunt, Reflect and Learn", and no step made the chocolate eggs
+    assert chore_count(["Reflect and Learn", "Reflect on the Experience", "Reflection", "Reflections"]) == 4
+    assert chore_count(["Reflective listening practice", "Designing the Eggs", "Reflection Pool Installation"]) == 0
     goal, essential = "Plan a two-week trip to Japan", ("Book accommodation", "Arrange transportation",
                                                         "Plan activities")
     a = combine_criteria(check_split(goal, parts), chores=chore_count(parts), essential=essential,

@@ -623,6 +623,12 @@ def test_a_result_that_drops_most_of_its_drafts_names_goes_back():
     draft = ("Initial Setup of Equipment: Desktops and Monitors: Purchase one desktop and a monitor.; "
              "Initial Setup of Furniture and Decor: Furniture: Buy a chair at IKEA Hamburg.")
     assert fx.draft_names(draft, "Set up a home office") == ["IKEA Hamburg"]
+    # a label with a span, then a second label (bakery, make demo 2026-12-07: 36 tries sent back
+    # for dropping "Development, Selection"; the action lines' own label pattern had replaced
+    # the draft's, so a label with brackets was a sentence and the next one lost a letter)
+    draft = ("Product Development and Inventory (3 months): Product Selection: Choose a variety of bakery items.; "
+             "Recipe Development: Develop recipes for each product.; Inventory Management: Stock up at Makro.")
+    assert fx.draft_names(draft, "Launch a small online bakery") == ["Makro"]
 
 
 def test_a_refinement_is_asked_for_the_missing_work_the_electors_agree_on():
@@ -980,6 +986,58 @@ def test_a_split_of_a_journey_must_go_on_it():
                                                               {"title": "Book it", "description": ""}]],
                                  essential, ancestors=[goal_text])
     assert "trip itself" not in v_part.feedback  # below the root, a part of the plan need not travel
+
+
+def test_a_journey_split_by_days_must_cover_them_all():
+    """Japan, make demo 2026-12-07: "Travel; Accommodation; Day 1: Tokyo; Day 2: Ueno Park;
+    Day 3: Kyoto" won for a fortnight, and eleven of its days had no step."""
+    from agent.core import facts
+    from agent.core.scoring import days_left_out
+
+    goal_text = "Plan a two-week trip to Japan"
+    three = ["Travel", "Accommodation", "Day 1: Tokyo", "Day 2: Ueno Park", "Day 3: Kyoto"]
+    spans = ["Flights and a rail pass", "Days 1-5: Tokyo", "Days 6 to 9: Kyoto and Nara",
+             "Days 10-12: Osaka", "Day 13 and 14: Hiroshima, fly home"]
+    places = ["Flights and a rail pass", "Tokyo: Asakusa and Shinjuku", "Kyoto's temples", "Osaka and fly home"]
+    assert days_left_out(goal_text, three, 14) == \
+        "days 4-14 of the 14-day trip: each day needs a step, or a step for several"
+    assert days_left_out(goal_text, ["Day 1", "Days 3-5"], 5).startswith("day 2 of the 5-day trip")
+    assert days_left_out(goal_text, ["Day 1", "Day 3", "Day 5"], 6).startswith("3 of its days (2-6)")
+    # "and" lists days, it does not span them; "Day 1 - Day 3" and "Days 1, 2 and 3" do cover
+    assert days_left_out(goal_text, ["Days 1 and 14: Flights", "Day 2: Tokyo", "Day 3: Kyoto"], 14).startswith(
+        "days 4-13 of the 14-day trip")
+    assert days_left_out(goal_text, ["Day 1 - Day 3: Tokyo", "Days 4, 5 and 6: Kyoto", "Day 7 to Day 14: Osaka"],
+                         14) is None
+    # a stay's length is a count, not a day's number; a step named for a place covers its own days
+    assert days_left_out(goal_text, ["Tokyo: 4 days 3 nights", "Kyoto: 3 days 2 nights", "Osaka: 3 days 2 nights",
+                                     "Hiroshima: 2 days 1 night", "Flights"], 14) is None
+    assert days_left_out(goal_text, ["Days 1-4: Tokyo", "Days 5-8: Kyoto", "Osaka and Nara", "Return flight"],
+                         14) is None
+    # the logistics around numbered days do not hide the days left out; a description may cover them
+    assert days_left_out(goal_text, ["Flights", "Accommodation", "Rail pass", "Days 1-3: Tokyo", "Days 4-6: Kyoto"],
+                         14).startswith("days 7-14")
+    assert days_left_out(goal_text, ["Day 1: Tokyo", "Day 2: Nikko"], 14, ["", "Days 3-14 in Kyoto and Osaka"]) is None
+    assert days_left_out(goal_text, spans, 14) is None  # every day has its step
+    assert days_left_out(goal_text, places, 14) is None  # not a split by days
+    ends = ["Day 1: arrive in Tokyo", "Tokyo", "Kyoto", "Osaka", "Day 14: fly home"]
+    assert days_left_out(goal_text, ends, 14) is None  # by places, its first and last day named
+    assert days_left_out("Renovate a kitchen in 14 days", ["Day 1: strip", "Day 2: tiles"], 14) is None
+    assert days_left_out(goal_text, three, None) is None
+    # the length comes from the brief's dates, else its duration, else the goal
+    assert facts.brief_facts({"duration": "10 days"}, goal_text).days == 10
+    assert facts.brief_facts({"duration": "3 months", "dates": "2027-01-05 to 2027-01-18"}, goal_text).days == 14
+    assert facts.brief_facts({}, goal_text).days == 14
+    v_three, v_places = work.rank_splits(goal_text, [[{"title": t, "description": ""} for t in s]
+                                                     for s in (three, places)],
+                                         ["Book flights", "Book accommodation"],
+                                         facts=facts.brief_facts({"duration": "14 days"}, goal_text))
+    assert "days 4-14 of the 14-day trip" in v_three.feedback and v_three.incomplete
+    assert v_places.rank == 1 and "-day trip" not in v_places.feedback
+    (v_part,) = work.rank_splits("Kyoto", [[{"title": "Day 1: Fushimi Inari", "description": ""},
+                                            {"title": "Day 2: Arashiyama", "description": ""}]],
+                                 ["Visit temples"], ancestors=[goal_text],
+                                 facts=facts.brief_facts({"duration": "14 days"}, goal_text))
+    assert "-day trip" not in v_part.feedback  # a part of the trip has its own days
 
 
 def test_an_action_priced_at_its_steps_share_goes_back_and_choosing_pays_nothing():
@@ -1457,9 +1515,17 @@ def test_a_price_set_is_no_cost_and_a_cost_per_person_goes_back():
         {"do": "Price the Event", "detail": "Sell 200 tickets at 300 PLN, students 150 PLN", "cost": "15000 PLN",
          "when": ""},
         {"do": "Set ticket prices for the early bird", "cost": "100 PLN", "when": ""},
-        {"do": "Book the Sala Kongresowa hall", "cost": "20000 PLN", "when": ""}]}, currency="PLN")
+        {"do": "Book the Sala Kongresowa hall", "cost": "20000 PLN", "when": ""},
+        # a blind reader, 2026-12-07: "50,000 PLN against 'Create a detailed schedule'"
+        {"do": "Create a detailed schedule", "cost": "50000 PLN", "when": ""},
+        {"do": "Create a schedule board printed on vinyl", "cost": "300 PLN", "when": ""}]}, currency="PLN")
     facts = fx.brief_facts({"currency": "PLN", "people": "200 people"}, "Organise a 200-person tech conference in Warsaw")
-    assert fx.action_costs(out, facts) == [0.0, 0.0, 20000.0]
+    assert fx.action_costs(out, facts) == [0.0, 0.0, 20000.0, 0.0, 300.0]
+    paid = prompts.parse_execution({"actions": [
+        {"do": "Develop a training plan with a coach", "cost": "200 PLN", "when": ""},
+        {"do": "Create 200 printed agendas", "cost": "400 PLN", "when": ""},
+        {"do": "Make a grocery list and buy the ingredients", "cost": "30 PLN", "when": ""}]}, currency="PLN")
+    assert fx.action_costs(paid, facts) == [200.0, 400.0, 30.0]
     each = "- Secure event security \u2014 Hire 6 guards (1000 PLN per person; 2027-04-08).\n- Rent 4 radios (400 PLN)."
     assert fx.per_head_cost(each) == "1000 PLN per person"
     assert any("cost per person" in p for p in fx.result_problems(each, facts))
@@ -1555,3 +1621,58 @@ def test_the_detail_rules_leave_ordinary_text_alone():
     assert not names_something("Book the hall \u2014 Hold the date with the owner", frozenset())
     assert [s.title for s in parse_plan_text("## Travel\n- Fly LOT to Tokyo\n## Activities\n- Visit Kinkakuji\n").sections] \
         == ["Travel", "Activities"]
+
+
+def test_a_rank_over_a_continent_goes_back_and_a_local_one_stays():
+    """Warsaw, make demo 2026-12-07: "the Warsaw Convention Center, which is the largest
+    convention center in Europe", an invented venue given an invented rank."""
+    from agent.core import facts as fx
+
+    facts = fx.brief_facts({"currency": "PLN", "place": "Warsaw"}, "Organise a tech conference in Warsaw")
+    claim = ("- Book the Warsaw Convention Center, which is the largest convention center in Europe "
+             "(40,000 PLN; 2027-01-10).\n- Hire Sala Kongresowa's caterer for 200 guests (20,000 PLN; 2027-01-12).")
+    assert fx.ranking_claim(claim) == "the largest convention center in Europe"
+    assert any("claims 'the largest convention center in Europe'" in p for p in fx.result_problems(claim, facts))
+    for fine in ("Visit Senso-ji, the oldest temple in Tokyo (free).", "Choose the best option for you.",
+                 "Rent the largest room in the venue.", "Book the best seats at the show.",
+                 "Sensoji is Tokyo's oldest temple.", "Buy a Eurail pass, the best way to travel in Europe.",
+                 "Avoid Golden Week, the busiest travel period in the country.",
+                 "Compare the best energy tariffs in the UK (free).",
+                 "Choose the best option for you, then book flights in Europe."):
+        assert fx.ranking_claim(fine) is None, fine
+    assert fx.ranking_claim("Eat at Ichiran, the world's most famous ramen chain.") == \
+        "the world's most famous ramen chain"
+    assert fx.ranking_claim("The largest convention center in Europe is booked.")
+    # a rank the goal itself makes is the goal's
+    assert fx.ranking_claim("Climb Ben Nevis, the highest mountain in the UK.", "Climb the highest mountain in the UK") \
+        is None
+
+
+def test_a_task_done_in_one_sitting_keeps_its_hours_and_one_day():
+    """qwen2.5-1.5b's briefs, 2026-12-07: "How to Make Pancakes from Scratch" took "2-3 hours"
+    and "2026-12-07 to 2026-12-14"; the hours were blanked as no length, and the week kept,
+    so its steps would be dated over seven days."""
+    from agent.core import facts as fx
+
+    for length in ("2-3 hours", "45 minutes", "an afternoon", "1h", "half an hour", "thirty minutes",
+                   "one and a half hours"):
+        assert fx.in_one_sitting(length), length
+    for length in ("1 week", "7 days", "2 hours a day for 3 weeks", "3 months", "", "48 hours",
+                   "30 minutes daily", "1 hour per session", "every evening"):
+        assert not fx.in_one_sitting(length), length
+    raw = {"duration": "2-3 hours", "dates": "2026-12-07 to 2026-12-14", "currency": "USD", "place": "home",
+           "people": "1", "done": "pancakes are made"}
+    b = fx.normalized_brief(raw, "How to Make Pancakes from Scratch", "2026-12-07")
+    assert b["duration"] == "2-3 hours" and fx.date_range(b["dates"]) == (fx._dt.date(2026, 12, 7),) * 2
+    # a length the goal states wins over the brief's hours
+    b = fx.normalized_brief(raw, "Plan a two-week trip to Japan", "2026-12-07")
+    assert b["duration"] == "14 days"
+    # an event's hours are the event's: the plan keeps the days to get ready for it
+    party = fx.normalized_brief({**raw, "duration": "4 hours", "dates": "2026-12-07 to 2026-12-20"},
+                                "Host a birthday party for my daughter", "2026-12-07")
+    assert fx.date_range(party["dates"]) == (fx._dt.date(2026, 12, 7), fx._dt.date(2026, 12, 20))
+    # a length that states nothing is still blanked
+    assert fx.normalized_brief({**raw, "duration": "The goal is to bake, which typically"}, "Bake bread",
+                               "2026-12-07")["duration"] == ""
+    assert "minutes or hours for what is done in one sitting" in prompts.brief_request(
+        prompts.Frame("How to Make Pancakes from Scratch", "2026-12-07", {})).prompt

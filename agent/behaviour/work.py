@@ -24,6 +24,7 @@ from agent.core.scoring import (
     chore_count,
     umbrella_count,
     combine_criteria,
+    days_left_out,
     misses_the_event,
     misses_the_trip,
     wrap_up_extra,
@@ -300,6 +301,8 @@ def rank_splits(title: str, splits: Sequence[Sequence[dict]], essential: Sequenc
         concrete = sum(fx.concrete_marks(f"{t}. {d}") for t, d in zip(titles, descs)) / max(1, len(titles))
         event = [] if ancestors else [EVENT_ITSELF] if misses_the_event(title, titles) \
             else [TRIP_ITSELF] if misses_the_trip(title, titles) else []
+        gap = None if ancestors else days_left_out(title, titles, facts.days, descs)
+        event += [gap] if gap else []
         v = combine_criteria(checks, chores=chore_count(titles) + umbrella_count(titles, title),
                              essential=essential, said=said,
                              wrong=wrong, concrete=concrete, wrap_up=wrap_up_extra(titles), also_missing=event)

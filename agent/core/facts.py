@@ -67,6 +67,7 @@ class BriefFacts:
     countries: frozenset[str] = frozenset()  # where the goal happens (and comes from)
     budget: float | None = None
     people: int | None = None  # how many people the plan is for
+    days: int | None = None  # how long the plan (a trip: the time away) lasts, in days
 
     @property
     def dated(self) -> bool:
@@ -360,7 +361,9 @@ def brief_facts(brief: Mapping[str, str] | None, goal: str = "") -> BriefFacts:
     years = frozenset(y for y, _m in dates if y)
     budget = max((a for a, _c in spent), default=None) if spent else None
     return BriefFacts(currency, frozenset(ok), months, years, countries, budget,
-                      headcount(b.get("people", "")) or headcount(goal))
+                      headcount(b.get("people", "")) or headcount(goal),
+                      date_span_days(b.get("dates", "")) or duration_days(b.get("duration", ""))
+                      or duration_days(goal))
 
 
 _COUNT_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
@@ -423,6 +426,33 @@ def duration_days(text: str) -> int | None:
              "eight": 8, "nine": 9, "ten": 10, "twelve": 12}
     n = words.get(m.group(1).lower()) or int(m.group(1))
     return n * {"day": 1, "week": 7, "fortnight": 14, "month": 30, "year": 365}[m.group(2).lower()]
+
+
+# a length in minutes or hours: a task done in one sitting (a recipe, a repair, cleaning)
+_SITTING = re.compile(
+    r"\b(\d+(?:\.\d+)?)(?:\s*(?:-|–|to)\s*(\d+(?:\.\d+)?))?\s*(minutes?|mins?|hours?|hrs?|h)\b"
+    r"|\b(?:an?|one|two|three|four|five|six|eight|ten|fifteen|twenty|thirty|forty|forty-five|ninety|"
+    r"half an?|a few|several|a couple of)(?: and a half)?\s+(?:minutes?|hours?)\b"
+    r"|\b(?:an? )?(?:afternoon|morning|evening)\b", re.IGNORECASE)
+# a length said per time or per session is not the whole ("30 minutes daily", "1 hour per session")
+_RECURRING = re.compile(r"\b(?:daily|nightly|weekly|per|each|every|a (?:day|week|night)|sessions?|times)\b",
+                        re.IGNORECASE)
+SITTING_HOURS = 12  # longer than this is no longer one sitting ("48 hours in Paris")
+
+
+def in_one_sitting(text: str) -> bool:
+    """Whether a length is minutes or hours, at most ``SITTING_HOURS`` ("2-3 hours", "45
+    minutes", "an afternoon"), said once (not "30 minutes daily"), and names no days or weeks."""
+    if duration_days(text) is not None or _RECURRING.search(text):
+        return False
+    found = False
+    for m in _SITTING.finditer(text):
+        found = True
+        if m.group(1):
+            n = float(m.group(2) or m.group(1))
+            if n / (60 if m.group(3).lower().startswith("m") else 1) > SITTING_HOURS:
+                return False
+    return found
 
 
 def date_span_days(text: str) -> int | None:
@@ -730,7 +760,7 @@ def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> di
     every step, where each result would be refused for it."""
     out = {k: ("" if tx.placeholders(str(v)) or _SAYS_NOTHING.match(str(v)) else _uncut(str(v)))
            for k, v in brief.items()}
-    if out.get("duration") and not duration_days(out["duration"]):
+    if out.get("duration") and not duration_days(out["duration"]) and not in_one_sitting(out["duration"]):
         # a length that states none ("The goal is to launch a small online bakery, which
         # typically", measured): an empty field, not a filled one that outranks a real brief
         out["duration"] = ""
@@ -749,7 +779,12 @@ def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> di
     elif said and (not mine or not 0.7 * said <= mine <= 1.3 * said):
         out["duration"] = f"{said} days"
     if today:
-        settled = settled_dates(out.get("dates", ""), duration_days(out.get("duration", "")) or said,
+        # "2-3 hours" with "2026-12-07 to 2026-12-14" (pancakes, measured): one day, so that
+        # its steps are not spread over a week
+        # (an event or a trip: its hours are the event's, not the plan's)
+        sitting = 1 if not said and in_one_sitting(out.get("duration", "")) and not (
+            journey(goal) or holds_an_event(goal) or prepared_event(goal)) else None
+        settled = settled_dates(out.get("dates", ""), duration_days(out.get("duration", "")) or said or sitting,
                                 today, goal)
         if settled:
             out["dates"] = settled
@@ -902,6 +937,37 @@ def diary_phrase(text: str) -> str | None:
     return None
 
 
+# a rank a small model gives a place without knowing it: "the Warsaw Convention Center, which is
+# the largest convention center in Europe" (Warsaw, make demo 2026-12-07: a blind reader held it
+# against the plan; no such ranking is true of it). A plan says what a place is, not how it ranks.
+# Only ranks over a continent or the world: "the oldest temple in Tokyo" is often true.
+_SUPERLATIVE = (r"(?:(?:single |very )?(?:largest|biggest|oldest|tallest|longest|highest|busiest|best|finest|greatest|"
+                r"most (?:famous|popular|visited|prestigious|renowned|iconic|beautiful|important)))")
+# what a small model ranks: a place, a maker, a sight (not "the best way", "the busiest period")
+_RANKED = (r"(?:[\w-]+ ){0,2}(?:cent(?:er|re)s?|venues?|hotels?|museums?|temples?|shrines?|castles?|parks?|chains?|"
+           r"restaurants?|markets?|airports?|stations?|halls?|stadiums?|universit(?:y|ies)|librar(?:y|ies)|galler(?:y|ies)|"
+           r"churche?s?|cathedrals?|bridges?|towers?|buildings?|malls?|beach(?:es)?|festivals?|conferences?|fairs?|"
+           r"arenas?|theat(?:er|re)s?|zoos?|aquariums?|gardens?|baker(?:y|ies)|shops?|stores?|brands?|compan(?:y|ies)|"
+           r"providers?|suppliers?|platforms?|sites?|landmarks?|attractions?|resorts?|islands?|cities|city|towns?)\b")
+_REGION = (r"(?:the world|Europe|Asia|Africa|(?:North |South |Latin )?America|Oceania|"
+           r"the (?:country|continent|EU|UK|US|USA))")
+_RANKING = re.compile(
+    rf"\b(?:Europe|Asia|Africa|America|the world|the country|the continent)['’]s {_SUPERLATIVE} {_RANKED}"
+    rf"|\b(?:the|its) {_SUPERLATIVE} {_RANKED}[^.;,\n]{{0,40}}?\bin {_REGION}\b",
+    re.IGNORECASE)
+
+
+def ranking_claim(text: str, goal: str = "") -> str | None:
+    """A superlative rank of a place or a maker over a continent or the world, stated as fact
+    ("the largest convention center in Europe"), if any; not one the goal itself makes
+    ("Climb the highest mountain in the UK")."""
+    for m in _RANKING.finditer(str(text)):
+        said = tx.content_stems(m.group(0)) - tx.content_stems("the in of world country continent")
+        if not goal or not said <= tx.content_stems(goal):
+            return m.group(0)
+    return None
+
+
 def concrete_marks(text: str) -> int:
     """Names (capitalised words not opening a sentence), numbers and amounts in ``text``."""
     names = 0
@@ -914,7 +980,8 @@ def concrete_marks(text: str) -> int:
 _NAME = re.compile(r"(?<![.!?;:]\s)(?<![.!?;:])(?<!^)\b([A-Z][a-zA-Z'’-]{3,}(?:\s+[A-Z][a-zA-Z'’-]{2,})*)")
 
 
-_LABEL = re.compile(r"^\s*([^:;.]{1,60}):\s")
+# "Product Development and Inventory (3 months): Product Selection: Choose ..." (two labels)
+_DRAFT_LABEL = re.compile(r"^\s*([^:;.]{1,60}):\s")
 
 
 def _without_labels(draft: str) -> str:
@@ -923,10 +990,10 @@ def _without_labels(draft: str) -> str:
     office's result was sent back for dropping "Setup, Equipment, Furniture")."""
     clauses = []
     for clause in draft.split(";"):
-        m = _LABEL.match(clause)
+        m = _DRAFT_LABEL.match(clause)
         while m and len(m.group(1).split()) <= 6:
             clause = clause[m.end():]
-            m = _LABEL.match(clause)
+            m = _DRAFT_LABEL.match(clause)
         clauses.append(clause)
     return ";".join(clauses)
 
@@ -1111,6 +1178,9 @@ def result_problems(text: str, facts: BriefFacts, *, siblings: Iterable[tuple[st
     d = diary_phrase(text)
     if d:
         problems.append(f"written as a story of doing it (\"{d}\"): write what to do, not what was done")
+    rank = ranking_claim(text, goal)
+    if rank:
+        problems.append(f"claims '{rank}': say what the place or product is and costs, not how it ranks")
     cur = wrong_currency(text, facts)
     if cur:
         problems.append(f"amounts in {', '.join(cur)}; the brief's currency is {facts.currency or '/'.join(sorted(facts.currencies_ok))}")
@@ -1195,7 +1265,7 @@ def repeated_actions(text: str, others: Iterable[tuple[str, str]]) -> list[tuple
     return out
 
 
-_LABEL = re.compile(r"^[-*•\s]*([^:()]{3,60}):\s+\S")
+_ACTION_LABEL = re.compile(r"^[-*•\s]*([^:()]{3,60}):\s+\S")
 
 
 def _action_label(line: str) -> frozenset[str] | None:
@@ -1203,7 +1273,7 @@ def _action_label(line: str) -> frozenset[str] | None:
     valid"), as stems, when it has two or more: the same name in two steps is the same action
     said again in other words (Japan, measured: "Get Your Passport" and "Check Your Travel
     Documents" in the preparation step and again in the arrival step)."""
-    m = _LABEL.match(action_head(line))
+    m = _ACTION_LABEL.match(action_head(line))
     if not m or re.search(r"\d", m.group(1)):
         return None  # "Day 1", "Option 2": a place in the step's own list, not an action
     stems = frozenset(tx.content_stems(m.group(1))) - _SLOT_WORDS

@@ -149,6 +149,9 @@ class Verdict:
 CHORE = re.compile(
     r"^(?:identify|prioriti[sz]e|brainstorm|gather|assess|evaluate|analy[sz]e|review|define|outline|"
     r"determine|consider|list|look into|think about|figure out|learn about|"
+    # "Reflect and Learn", "Reflect on the Experience": the last of four steps of a WorFBench
+    # how-to's winning split (2026-12-07), whose steps never made the chocolate eggs
+    r"reflect(?:ions?|ing|s)?\b(?!\s+pools?)|"
     r"research (?:the )?(?:options|information|ideas|requirements|needs|tasks|possibilities)|"
     r"(?:create|make|write|draft) an? (?:plan|list|checklist|outline|timeline|strategy|roadmap)|"
     r"set (?:goals|objectives|priorities)|gather information|"
@@ -301,6 +304,67 @@ def misses_the_trip(goal: str, titles: Sequence[str]) -> bool:
     from agent.core.facts import DEPARTURE_PREP, journey
 
     return journey(goal) and bool(titles) and all(DEPARTURE_PREP.search(t.strip()) for t in titles)
+
+
+# "Day 3", "Days 4-6", "Day 10 to 12" in a step's title
+# "Day 3", "Days 4-6", "Day 10 to Day 12", "Days 1, 2 and 3"; not "4 days 3 nights" (a count)
+_DAY_STEP = re.compile(r"(?<!\d)(?<!\d\s)\bdays?\s+(\d{1,3})((?:\s*(?:-|–|—|to|through|,|and|&)\s*(?:days?\s+)?\d{1,3})*)"
+                       r"(?!\s*nights?\b)(?!\d)", re.IGNORECASE)
+_DAY_MORE = re.compile(r"(-|–|—|to|through|,|and|&)\s*(?:days?\s+)?(\d{1,3})", re.IGNORECASE)
+# the steps of a journey around its days: getting there, staying, getting about, its money
+_TRIP_LOGISTICS = re.compile(
+    r"^(?:travel|transport\w*|transfers?|accommodation|lodging|hotels?|stays?|getting (?:there|around|about)|"
+    r"logistics|budget\w*|money|packing|insurance|visas?|flights?|(?:rail|train|jr) pass\w*)\b", re.IGNORECASE)
+
+
+def _day_numbers(text: str, days: int) -> set[int]:
+    out: set[int] = set()
+    for m in _DAY_STEP.finditer(text):
+        last = int(m.group(1))
+        got = {last}
+        for sep, n in _DAY_MORE.findall(m.group(2) or ""):
+            n = int(n)
+            if sep.lower() in ("-", "–", "—", "to", "through") and last < n:
+                got.update(range(last + 1, n + 1))
+            got.add(n)
+            last = n
+        out |= {d for d in got if 1 <= d <= 2 * days}
+    return out
+
+
+def days_left_out(goal: str, titles: Sequence[str], days: int | None,
+                  descriptions: Sequence[str] = ()) -> str | None:
+    """The days of a journey that a split by days leaves without a step: Japan, make demo
+    2026-12-07, "Travel; Accommodation; Day 1: Tokyo; Day 2: Ueno Park; Day 3: Kyoto" won for
+    a two-week trip, and eleven of its fourteen days had no plan. A split by days is one whose
+    every step is a numbered day or span of days, or the trip's logistics (getting there,
+    staying, packing: ``_TRIP_LOGISTICS``, ``facts.DEPARTURE_PREP``); a step named for a place
+    ("Osaka and Nara") covers days of its own, so such a split is not read. None when the split
+    does not go by numbered days, or names them all (in its titles or descriptions)."""
+    from agent.core.facts import DEPARTURE_PREP, journey
+
+    if not days or days < 2 or not journey(goal):
+        return None
+    named: set[int] = set()
+    by_day = 0
+    for t in titles:
+        mine = _day_numbers(t, days)
+        if mine:
+            by_day += 1
+            named |= mine
+        elif not (_TRIP_LOGISTICS.match(t.strip()) or DEPARTURE_PREP.match(t.strip())):
+            return None
+    if not by_day:
+        return None
+    for d in descriptions:
+        named |= _day_numbers(d, days)
+    missing = [d for d in range(1, days + 1) if d not in named]
+    if not missing:
+        return None
+    first, last = missing[0], missing[-1]
+    which = f"day {first}" if first == last else f"days {first}-{last}" if last - first + 1 == len(missing) \
+        else f"{len(missing)} of its days ({first}-{last})"
+    return f"{which} of the {days}-day trip: each day needs a step, or a step for several"
 
 
 def misses_the_event(goal: str, titles: Sequence[str]) -> bool:

@@ -203,7 +203,8 @@ def brief_request(frame: Frame, *, seed: int | None = None) -> LLMRequest:
     lines = [
         "Before the plan is made, settle the working assumptions that every step will follow. "
         "Keep everything the goal says (its length, dates, money, place, people). Where the goal says nothing, choose one realistic, typical value for a person doing "
-        "this goal. duration: how long it takes in all. dates: the start and end date (YYYY-MM-DD), "
+        "this goal. duration: how long it takes in all: minutes or hours for what is done in one sitting "
+        "(a recipe, a repair, cleaning), days to months for a project, a trip or an event. dates: the start and end date (YYYY-MM-DD), "
         "not before today; for a trip or an event, weeks later, so there is time to book. budget: the total amount of money for "
         "everything and everyone, with its currency, realistic for the goal. currency: the "
         "ISO code of the budget's currency (EUR, USD, JPY, GBP, ...). place: where it happens, "
@@ -759,7 +760,12 @@ _UNPAID = re.compile(
     r"set (?:the )?(?:date|deadlines?|goals?|roles?)|set aside|budget|reserve \d+|"
     r"email|e-mail|call|phone|review|check|compare|identify|determine|discuss|agree|confirm|"
     r"announce|thank|collect|gather feedback|evaluate|assess|estimate|calculate|set up a meeting|"
-    r"create a (?:list|schedule|timeline|checklist|budget|plan)|make a (?:list|schedule|plan|budget)|"
+    # "Create a detailed schedule (50,000 PLN)" (Warsaw, make demo 2026-12-07)
+    # (not "Make a grocery list and buy ...", "Develop a training plan with a coach", "Create 200
+    # printed agendas", "Make two budget-friendly dinners": those pay)
+    r"(?:create|make|draw up|develop) (?:a |an |the |your )?(?:(?!printed\b|architect)[a-z-]+ ){0,2}"
+    r"(?:list|schedule|timeline|checklist|budget|plan|agenda|itinerary)s?(?![\w-])"
+    r"(?! (?:\w+ ){0,3}(?:and|with|from|by|printed|printing|signs?|boards?|banners?)\b)|"
     r"brainstorm|note|track|monitor|inform|notify|remind|prepare a (?:list|schedule|plan|budget))\b",
     re.IGNORECASE)
 
