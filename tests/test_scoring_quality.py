@@ -120,6 +120,10 @@ def test_project_phases_are_chores_and_planning_a_component_is_the_component():
     # a WorFBench how-to's winning split, 2026-12-07: "Designing the Eggs, Displaying the Eggs,
     # Easter Egg Hunt, Reflect and Learn", and no step made the chocolate eggs
     assert chore_count(["Reflect and Learn", "Reflect on the Experience", "Reflection", "Reflections"]) == 4
+    # and another's: "Reflection and Review; Plan Chores; Purchase Items; Start Weight Management;
+    # Review and Adjust", three of five about the work
+    assert chore_count(["Reflection and Review", "Plan Chores", "Purchase Items", "Start Weight Management",
+                        "Review and Adjust"]) == 3
     assert chore_count(["Reflective listening practice", "Designing the Eggs", "Reflection Pool Installation"]) == 0
     goal, essential = "Plan a two-week trip to Japan", ("Book accommodation", "Arrange transportation",
                                                         "Plan activities")

@@ -1676,3 +1676,30 @@ def test_a_task_done_in_one_sitting_keeps_its_hours_and_one_day():
                                "2026-12-07")["duration"] == ""
     assert "minutes or hours for what is done in one sitting" in prompts.brief_request(
         prompts.Frame("How to Make Pancakes from Scratch", "2026-12-07", {})).prompt
+
+
+def test_a_task_done_in_one_sitting_dates_no_action_and_its_detail_keeps_to_content():
+    """A houseplant repotted in an hour (make demo 2026-12-07): "(2026-12-07)" on every line
+    and a detail ending "It pays 0 USD for everyone in the brief. It should be done on
+    2026-12-07"; a blind reader held both against the plan."""
+    g = goal(U, scorers=3, quorum=2, brief=True, max_depth=1, max_children=6)
+    top = proposal(D1, g.id, ["Prepare the pot", "Repot the plant", "Water it"], wall=10)
+    evs = [g, brief(U, g.id, duration="1 hour", dates="2026-12-07", currency="USD", place="home"), top]
+    evs += [precommit(s, g.id, top.id, wall=20 + i) for i, s in enumerate(S[:2])]
+    tree = derive(fold(evs), T0 + 1000)
+    leaf = tree.node(f"{top.id}/1")
+    assert work.one_day(tree, leaf) == "2026-12-07" and work.step_window(tree, leaf) is None
+    answer = {"actions": [
+        {"do": "Inspect the roots", "cost": "0 USD", "when": "2026-12-07",
+         "detail": "Use pruning shears to remove dead roots. It pays 0 USD for everyone in the brief. "
+                   "It should be done on 2026-12-07"},
+        {"do": "Buy a 20 cm terracotta pot", "cost": "8 USD", "when": "2026-12-07", "detail": ""},
+        {"do": "Water the plant until it drains", "cost": "", "when": "", "detail": ""}]}
+    out = prompts.parse_execution(answer, currency="USD", one_day=work.one_day(tree, leaf))
+    assert "2026-12-07" not in out and "in the brief" not in out and "should be done" not in out
+    assert "Use pruning shears to remove dead roots" in out and "(8 USD)" in out
+    # a plan over several days keeps its dates
+    assert "(8 USD; 2026-12-07)" in prompts.parse_execution(answer, currency="USD")
+    week = derive(fold([g, brief(U, g.id, duration="1 week", dates="2026-12-07 to 2026-12-13"), top]
+                       + [precommit(s, g.id, top.id, wall=20 + i) for i, s in enumerate(S[:2])]), T0 + 1000)
+    assert work.one_day(week, week.node(f"{top.id}/1")) == ""

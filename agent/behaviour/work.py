@@ -365,6 +365,16 @@ def _share(lo: _dt.date, hi: _dt.date, k: int, m: int) -> tuple[_dt.date, _dt.da
     return a, max(a, b)
 
 
+def one_day(tree: Tree, node: NodeView) -> str:
+    """The plan's one day (ISO), when its brief is a task done in one sitting on one date
+    (``facts.in_one_sitting``); else ""."""
+    brief = root_of(tree, node).brief or {}
+    rng = fx.date_range(brief.get("dates", ""))
+    if rng is None or rng[0] != rng[1] or not fx.in_one_sitting(brief.get("duration", "")):
+        return ""
+    return rng[0].isoformat()
+
+
 def step_window(tree: Tree, node: NodeView) -> tuple[_dt.date, _dt.date] | None:
     """This step's part of the brief's dates: each split divides its parent's days evenly
     among its subgoals in their order (a split is ordered as the work is done), so the plan's
@@ -376,6 +386,8 @@ def step_window(tree: Tree, node: NodeView) -> tuple[_dt.date, _dt.date] | None:
     before its dates, from the day the goal was set, and the rest share its dates (Japan,
     measured: "Research and Planning" took the trip's first two days and the flights were
     booked two days before departure)."""
+    if one_day(tree, node):
+        return None  # a task done in one sitting: its steps are not spread over days
     root = root_of(tree, node)
     rng = fx.date_range((root.brief or {}).get("dates", ""))
     if rng is None:
@@ -662,7 +674,8 @@ def result_from(answer: dict, tree: Tree, node: NodeView, claim_id: str, *, synt
                                    [fx.key_line(child_answer(c), facts, window=step_window(tree, c))
                                     for c in node.children])
     else:
-        output = P.parse_execution(answer, currency=brief_facts(tree, node).currency or "")
+        output = P.parse_execution(answer, currency=brief_facts(tree, node).currency or "",
+                                   one_day=one_day(tree, node))
         output = tx.without_goal_echo(output, goal_title(tree, node))
         if english_goal(goal_title(tree, node)):
             output = tx.without_stray_script(output)

@@ -172,7 +172,7 @@ CHORE = re.compile(
 # Reflection and Adjustments, Follow-up" (one chore of four by the pattern above), over
 # "Planning the Budget, Planning Accommodation, Planning Transportation, ..." (five of five).
 _PHASE_WORDS = frozenset(
-    "execution execute executing implementation implement implementing reflection reflect reflecting "
+    "execution execute executing implementation implement implementing reflection reflect reflecting chore chores "
     "adjustment adjustments adjusting evaluation evaluate review reviewing monitoring monitor control "
     "controlling closure closing close initiation initiating follow followup up feedback preparation "
     "preparations preparing prepare planning plan research researching wrap assessment analysis "

@@ -797,9 +797,11 @@ def _fields_in(text: str) -> tuple[str, str, str]:
 _LABEL_ONLY = re.compile(r"^[^:.!?]{1,60}:\s*\.?$")
 
 
-def parse_execution(answer: Any, *, currency: str = "") -> str:
+def parse_execution(answer: Any, *, currency: str = "", one_day: str = "") -> str:
     """The step's result as text: one line per action, "- Do this — what it settles (cost;
-    when).", the detail left out when the answer has none."""
+    when).", the detail left out when the answer has none. ``one_day``: the whole plan's one
+    day (ISO), which no action needs to be dated with (a houseplant repotted in an hour had
+    "(2026-12-07)" on every line, and a blind reader held it against the plan)."""
     a = parse_as(ExecuteAnswer, answer, "execution result")
     lines: list[str] = []
     said: list[frozenset[str]] = []  # each line's meaning words
@@ -826,6 +828,8 @@ def parse_execution(answer: Any, *, currency: str = "") -> str:
         act_cost, act_when = _PROMPT_BITS.sub("", act.cost), _PROMPT_BITS.sub("", act.when)
         cost = "" if _UNPAID.match(do) else _extra(act_cost if _extra(act_cost, currency) else said_cost, currency)
         when = _extra(act_when if _extra(act_when, "") else said_when, "")
+        if one_day and when.strip(" ().") == one_day:
+            when = ""
         extra = []
         for x in (cost, when):
             if x and x.casefold() not in do.casefold() and x.casefold() not in (e.casefold() for e in extra):
@@ -865,6 +869,13 @@ def _unfinished(text: str, bound: int) -> str:
     return whole if whole and len(whole) >= len(t) / 2 else text
 
 
+# a detail's sentence that says the other fields in the prompt's words ("It pays 0 USD for
+# everyone in the brief. It should be done on 2026-12-07", a houseplant's repotting, make demo
+# 2026-12-07): the cost and the date have their own fields
+_FIELD_TALK = re.compile(r"\b(?:for everyone in the brief|in the brief's|priced on its own)\b"
+                         r"|^\s*(?:it|this)\s+(?:should|must|will|is to) be done (?:on|by|before)\b", re.IGNORECASE)
+
+
 def _detail(raw: str, do: str) -> str:
     """An action's detail as one clean sentence or two, or empty when it only says the action
     again (its content words all in the action's) or is the prompt's words."""
@@ -880,7 +891,7 @@ def _detail(raw: str, do: str) -> str:
     # attendees - Publicize the event to attract attendees using ...": the rest is its content;
     # Warsaw, make demo 2026-12-07)
     mine = content_stems(do)
-    parts = [p for p in _SENTENCES.split(text) if p.strip()]
+    parts = [p for p in _SENTENCES.split(text) if p.strip() and not _FIELD_TALK.search(p)]
     while parts and content_stems(parts[0]) <= mine:
         parts.pop(0)
     if len(parts) == 1:
