@@ -124,7 +124,8 @@ def test_project_phases_are_chores_and_planning_a_component_is_the_component():
     # Review and Adjust", three of five about the work
     assert chore_count(["Reflection and Review", "Plan Chores", "Purchase Items", "Start Weight Management",
                         "Review and Adjust"]) == 3
-    assert chore_count(["Reflective listening practice", "Designing the Eggs", "Reflection Pool Installation"]) == 0
+    assert chore_count(["Reflective listening practice", "Designing the Eggs", "Reflection Pool Installation",
+                        "Garden chores", "Household chores rota"]) == 0
     goal, essential = "Plan a two-week trip to Japan", ("Book accommodation", "Arrange transportation",
                                                         "Plan activities")
     a = combine_criteria(check_split(goal, parts), chores=chore_count(parts), essential=essential,

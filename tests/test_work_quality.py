@@ -1682,24 +1682,39 @@ def test_a_task_done_in_one_sitting_dates_no_action_and_its_detail_keeps_to_cont
     """A houseplant repotted in an hour (make demo 2026-12-07): "(2026-12-07)" on every line
     and a detail ending "It pays 0 USD for everyone in the brief. It should be done on
     2026-12-07"; a blind reader held both against the plan."""
-    g = goal(U, scorers=3, quorum=2, brief=True, max_depth=1, max_children=6)
+    g = goal(U, scorers=3, quorum=2, brief=True, max_depth=1, max_children=6, title="How to repot a houseplant")
     top = proposal(D1, g.id, ["Prepare the pot", "Repot the plant", "Water it"], wall=10)
     evs = [g, brief(U, g.id, duration="1 hour", dates="2026-12-07", currency="USD", place="home"), top]
     evs += [precommit(s, g.id, top.id, wall=20 + i) for i, s in enumerate(S[:2])]
     tree = derive(fold(evs), T0 + 1000)
     leaf = tree.node(f"{top.id}/1")
-    assert work.one_day(tree, leaf) == "2026-12-07" and work.step_window(tree, leaf) is None
+    assert work.one_day(tree, leaf) == "2026-12-07"
+    # its steps are no parts of a schedule, though its day still bounds their dates
+    assert "part of the schedule" not in work.execute_req(tree, leaf, 1).prompt
+    assert work.step_window(tree, leaf) is not None
     answer = {"actions": [
         {"do": "Inspect the roots", "cost": "0 USD", "when": "2026-12-07",
          "detail": "Use pruning shears to remove dead roots. It pays 0 USD for everyone in the brief. "
                    "It should be done on 2026-12-07"},
         {"do": "Buy a 20 cm terracotta pot", "cost": "8 USD", "when": "2026-12-07", "detail": ""},
         {"do": "Water the plant until it drains", "cost": "", "when": "", "detail": ""}]}
+    answer["actions"].append({"do": "Loosen the root ball gently", "cost": "", "when": "2026-12-07 (morning)",
+                              "detail": "Tip the pot on its side. It should be done before the soil dries out, "
+                                        "so the roots stay moist."})
     out = prompts.parse_execution(answer, currency="USD", one_day=work.one_day(tree, leaf))
-    assert "2026-12-07" not in out and "in the brief" not in out and "should be done" not in out
+    assert "2026-12-07" not in out and "in the brief" not in out and "should be done on" not in out
     assert "Use pruning shears to remove dead roots" in out and "(8 USD)" in out
+    # what is left of a dated "when" stays, and so does a detail's sentence about when in the work
+    assert "(morning)" in out and "It should be done before the soil dries out" in out
     # a plan over several days keeps its dates
     assert "(8 USD; 2026-12-07)" in prompts.parse_execution(answer, currency="USD")
     week = derive(fold([g, brief(U, g.id, duration="1 week", dates="2026-12-07 to 2026-12-13"), top]
                        + [precommit(s, g.id, top.id, wall=20 + i) for i, s in enumerate(S[:2])]), T0 + 1000)
     assert work.one_day(week, week.node(f"{top.id}/1")) == ""
+    # a trip's or an event's hours are its own: what is booked for it comes before its day
+    trip = goal(U, scorers=3, quorum=2, brief=True, max_depth=1, max_children=6,
+                title="Visit the British Museum on 6 March 2027")
+    tp = proposal(D1, trip.id, ["Book tickets", "Visit the museum"], wall=10)
+    tt = derive(fold([trip, brief(U, trip.id, duration="3 hours", dates="2027-03-06"), tp]
+                     + [precommit(s, trip.id, tp.id, wall=20 + i) for i, s in enumerate(S[:2])]), T0 + 1000)
+    assert work.one_day(tt, tt.node(f"{tp.id}/0")) == ""

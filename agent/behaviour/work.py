@@ -368,10 +368,12 @@ def _share(lo: _dt.date, hi: _dt.date, k: int, m: int) -> tuple[_dt.date, _dt.da
 def one_day(tree: Tree, node: NodeView) -> str:
     """The plan's one day (ISO), when its brief is a task done in one sitting on one date
     (``facts.in_one_sitting``); else ""."""
-    brief = root_of(tree, node).brief or {}
+    root = root_of(tree, node)
+    brief = root.brief or {}
     rng = fx.date_range(brief.get("dates", ""))
-    if rng is None or rng[0] != rng[1] or not fx.in_one_sitting(brief.get("duration", "")):
-        return ""
+    if rng is None or rng[0] != rng[1] or not fx.in_one_sitting(brief.get("duration", "")) \
+            or fx.journey(root.title) or fx.holds_an_event(root.title) or fx.prepared_event(root.title):
+        return ""  # (a trip's or an event's hours are its own: what is booked for it comes before)
     return rng[0].isoformat()
 
 
@@ -386,8 +388,6 @@ def step_window(tree: Tree, node: NodeView) -> tuple[_dt.date, _dt.date] | None:
     before its dates, from the day the goal was set, and the rest share its dates (Japan,
     measured: "Research and Planning" took the trip's first two days and the flights were
     booked two days before departure)."""
-    if one_day(tree, node):
-        return None  # a task done in one sitting: its steps are not spread over days
     root = root_of(tree, node)
     rng = fx.date_range((root.brief or {}).get("dates", ""))
     if rng is None:
@@ -476,7 +476,9 @@ def execute_req(tree: Tree, node: NodeView, seed: int | None) -> LLMRequest:
     decided = [(c.title, fx.without_details(child_answer(c))) for c in siblings
                if c.id != node.id and c.id not in follows_ids and child_answer(c)]
     previous, feedback = _earlier_attempt(node)
-    win = step_window(tree, node)
+    # a task done in one sitting: its steps are not parts of a schedule (its one day still
+    # bounds the dates, ``early_in_its_step``)
+    win = None if one_day(tree, node) else step_window(tree, node)
     money = step_budget(tree, node)
     return P.execute_request(
         frame(tree, node), path=_above(tree, node), title=node.title, description=node.description,
@@ -671,7 +673,8 @@ def result_from(answer: dict, tree: Tree, node: NodeView, claim_id: str, *, synt
     if synthesis:
         facts = brief_facts(tree, node)
         output = P.parse_synthesis(answer, [c.title for c in node.children],
-                                   [fx.key_line(child_answer(c), facts, window=step_window(tree, c))
+                                   [fx.key_line(child_answer(c), facts,
+                                                window=None if one_day(tree, c) else step_window(tree, c))
                                     for c in node.children])
     else:
         output = P.parse_execution(answer, currency=brief_facts(tree, node).currency or "",

@@ -172,7 +172,7 @@ CHORE = re.compile(
 # Reflection and Adjustments, Follow-up" (one chore of four by the pattern above), over
 # "Planning the Budget, Planning Accommodation, Planning Transportation, ..." (five of five).
 _PHASE_WORDS = frozenset(
-    "execution execute executing implementation implement implementing reflection reflect reflecting chore chores "
+    "execution execute executing implementation implement implementing reflection reflect reflecting "
     "adjustment adjustments adjusting evaluation evaluate review reviewing monitoring monitor control "
     "controlling closure closing close initiation initiating follow followup up feedback preparation "
     "preparations preparing prepare planning plan research researching wrap assessment analysis "
@@ -202,7 +202,8 @@ def is_chore(title: str) -> bool:
     if m is None:
         return False
     rest = re.sub(r"^(?:the|your|our|a|an)\s+", "", m.group(1).strip(), flags=re.IGNORECASE)
-    return not rest or phase_only(rest) or bool(CHORE.match(rest))
+    # "Plan Chores" (a WorFBench how-to's winning split, 2026-12-07); "Garden chores" is work
+    return not rest or phase_only(rest) or rest.casefold() in ("chore", "chores") or bool(CHORE.match(rest))
 
 
 def chore_count(titles: Sequence[str]) -> int:

@@ -828,8 +828,11 @@ def parse_execution(answer: Any, *, currency: str = "", one_day: str = "") -> st
         act_cost, act_when = _PROMPT_BITS.sub("", act.cost), _PROMPT_BITS.sub("", act.when)
         cost = "" if _UNPAID.match(do) else _extra(act_cost if _extra(act_cost, currency) else said_cost, currency)
         when = _extra(act_when if _extra(act_when, "") else said_when, "")
-        if one_day and when.strip(" ().") == one_day:
-            when = ""
+        if one_day and one_day in when and not re.search(rf"\b(?:before|after|until)\s+{one_day}", when, re.I):
+            # "2026-12-07 (morning)": what is left of it ("morning") says more than the day
+            when = re.sub(rf"(?:\b(?:on|by)\s+)?{one_day}", "", when, flags=re.I)
+            when = re.sub(r"[()]", " ", when).strip(" ,;.:-")
+            when = " ".join(when.split())
         extra = []
         for x in (cost, when):
             if x and x.casefold() not in do.casefold() and x.casefold() not in (e.casefold() for e in extra):
@@ -872,8 +875,10 @@ def _unfinished(text: str, bound: int) -> str:
 # a detail's sentence that says the other fields in the prompt's words ("It pays 0 USD for
 # everyone in the brief. It should be done on 2026-12-07", a houseplant's repotting, make demo
 # 2026-12-07): the cost and the date have their own fields
-_FIELD_TALK = re.compile(r"\b(?:for everyone in the brief|in the brief's|priced on its own)\b"
-                         r"|^\s*(?:it|this)\s+(?:should|must|will|is to) be done (?:on|by|before)\b", re.IGNORECASE)
+_FIELD_TALK = re.compile(r"\bfor everyone in the brief\b|^\s*(?:it|this)\s+(?:pays|costs)\b.*\bpriced on its own\b"
+                         r"|^\s*(?:it|this)\s+(?:should|must|will|is to) be done (?:on|by|before)\s+"
+                         r"(?:\d{4}-\d{2}-\d{2}|the brief's dates|this step's part of the schedule)\s*\.?\s*$",
+                         re.IGNORECASE)
 
 
 def _detail(raw: str, do: str) -> str:
