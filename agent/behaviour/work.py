@@ -280,9 +280,12 @@ class Judged:
     llm_used: bool
 
 
+MIN_LAST_STEPS = 3  # a split whose steps are the plan's leaves has at least these (when allowed)
+
+
 def rank_splits(title: str, splits: Sequence[Sequence[dict]], essential: Sequence[str] | None, *,
                 ancestors: Sequence[str] = (), elsewhere: Sequence[str] = (),
-                facts: fx.BriefFacts | None = None) -> list[Verdict]:
+                facts: fx.BriefFacts | None = None, min_steps: int = 0) -> list[Verdict]:
     """Verdicts for the ``splits`` of the node ``title``, side by side: each against the same
     criteria (the essential work of the node; ``None`` or empty: the checks alone) and the
     deterministic checks, with its rank among them (1 the best, by acceptable, usable,
@@ -303,6 +306,11 @@ def rank_splits(title: str, splits: Sequence[Sequence[dict]], essential: Sequenc
             else [TRIP_ITSELF] if misses_the_trip(title, titles) else []
         gap = None if ancestors else days_left_out(title, titles, facts.days, descs)
         event += [gap] if gap else []
+        if len(titles) < min_steps:
+            # the steps a person follows, when they are the plan's last level: "Setting the
+            # Stage; Running the Sale" won for a garage sale, and the plan was two lists of
+            # things to do on the day (make demo 2026-12-07)
+            event.append(f"the work in {min_steps} or more steps of their own (this split has {len(titles)})")
         v = combine_criteria(checks, chores=chore_count(titles) + umbrella_count(titles, title),
                              essential=essential, said=said,
                              wrong=wrong, concrete=concrete, wrap_up=wrap_up_extra(titles), also_missing=event)
@@ -321,9 +329,12 @@ def rank_splits(title: str, splits: Sequence[Sequence[dict]], essential: Sequenc
 def judge_splits(essential: Sequence[str] | None, tree: Tree, node: NodeView,
                  props: Sequence[ProposalView]) -> Judged:
     """``rank_splits`` for a node's proposals (ties broken by the order given)."""
+    # (the root's only: a sub-task's two steps, "Compare fares; Book the flight", can be whole)
+    last_level = node.depth == 0 and node.params.max_depth <= 1
     verdicts = rank_splits(node.title, [[dict(s) for s in p.subgoals] for p in props], essential,
                            ancestors=_above(tree, node), elsewhere=elsewhere_titles(tree, node),
-                           facts=brief_facts(tree, node))
+                           facts=brief_facts(tree, node),
+                           min_steps=min(MIN_LAST_STEPS, node.params.max_children) if last_level else 0)
     return Judged(tuple(verdicts), bool(essential))
 
 

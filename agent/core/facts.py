@@ -588,6 +588,7 @@ def seasonal_start(goal: str, today: "_dt.date") -> "_dt.date | None":
 
 
 LEAD_DAYS = 42  # the time an event is got ready in, when the goal states only the event's own length
+READY_DAYS = 14  # ... and when it states nothing, and the brief settles no more than a few days
 
 
 def prepared_event(goal: str) -> bool:
@@ -690,7 +691,8 @@ def settled_dates(dates: str, length: int | None, today: str, goal: str = "") ->
         return start.isoformat()  # one day it names, and no length to reach from it
     else:
         return ""  # neither a date nor a length: nothing to settle
-    return f"{start.isoformat()} to {end.isoformat()}"
+    # one day is one date ("2026-12-07 to 2026-12-07" headed a houseplant's plan)
+    return start.isoformat() if end <= start else f"{start.isoformat()} to {end.isoformat()}"
 
 
 # a field that says there is nothing to say ("There are no specific constraints", "No specific
@@ -789,6 +791,20 @@ def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> di
         if settled:
             out["dates"] = settled
         rng = date_range(out.get("dates", ""))
+        try:
+            t = _dt.date.fromisoformat(today)
+        except ValueError:
+            t = None
+        if t is not None and holds_an_event(goal) and not months_in(goal) and not said and not _SOON.search(goal) \
+                and (not rng or (rng[1] - rng[0]).days < READY_DAYS):
+            # an event the goal does not date, settled as its own day alone, is got ready for
+            # first: "How to hold a garage sale" was dated today, one day, and its plan was
+            # two steps of putting flyers up on the day of the sale (make demo 2026-12-07)
+            # (a day the brief names a week ahead or more stays the event's)
+            day = rng[1] if rng and rng[1] >= t + _dt.timedelta(days=7) else t + _dt.timedelta(days=READY_DAYS)
+            out["dates"] = f"{max(t, day - _dt.timedelta(days=READY_DAYS)).isoformat()} to {day.isoformat()}"
+            out["duration"] = ""
+            rng = date_range(out["dates"])
         if event and rng:
             # the event's own days said outright: told only "six weeks, then the event", the
             # model dated a March bake sale 2027-02-17, the plan's first day (Cardiff, measured)
@@ -799,7 +815,9 @@ def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> di
                       or holds_an_event(goal) and not months_in(goal)) and "the event on" not in out.get("duration", ""):
             # an event the goal does not date is held at the end of the time to get ready:
             # told only "7 weeks", a Warsaw conference's plan held it nowhere (measured)
-            out["duration"] = f"{(rng[1] - rng[0]).days + 1} days, ending with the event on {rng[1].isoformat()}"
+            days = (rng[1] - rng[0]).days + 1
+            out["duration"] = (f"{days} days, ending with the event on {rng[1].isoformat()}" if days > 1
+                               else f"the event on {rng[1].isoformat()}")
         season = season_of(goal) if not months_in(goal) else None
         if season is not None and season[1] not in out.get("constraints", ""):
             # every step reads the brief: the reason its dates are not today's goes with them

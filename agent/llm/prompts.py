@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from agent.core.events import BRIEF_FIELDS
 from agent.core.facts import DETAIL_SEP, without_details
-from agent.core.text import NOT_AN_ABBREVIATION, content_stems, cut_to_sentence, ends_at_sentence
+from agent.core.text import NOT_AN_ABBREVIATION, content_stems, cut_to_sentence, ends_at_sentence, tokens
 from agent.llm.answers import (
     AtomicAnswer, BriefAnswer, CriteriaAnswer, ExecuteAnswer, ReviewAnswer, parse_as, schema_of,
     SynthesisAnswer, split_model,
@@ -597,7 +597,8 @@ def execution_schema() -> dict:
 # names up when it knew none ("ABC/XYZ" vendors, "Hotel Sixty"; a blind reader held them against
 # the plan): a real name where it knows one, the kind of thing otherwise
 EXECUTE_INSTRUCTION = (
-    "Write 4 to 6 actions that carry out this step, in the order they are done. do: one short instruction (at most "
+    "Write 3 to 6 actions that carry out this step, in the order they are done, as many as the step needs and "
+    "never the same action twice. do: one short instruction (at most "
     "20 words) with the specific choice it makes (what exactly and how many; the name of a real place, product or "
     "service only where you know one, never a made-up name).")
 # with only ``do``, the actions read as a list of headings beside one direct call's plan (which
@@ -795,6 +796,10 @@ def _fields_in(text: str) -> tuple[str, str, str]:
 # a heading written as an action, with nothing under it ("Payment and Confirmation:.", Lisbon,
 # measured): no action
 _LABEL_ONLY = re.compile(r"^[^:.!?]{1,60}:\s*\.?$")
+# an action that is none ("Do nothing.", the third of three in a houseplant's step that needed
+# two: the schema asks for at least three)
+_NO_ACTION = re.compile(r"^(?:do |does )?(?:nothing|none|no action|n/?a|skip(?: this)?)(?: (?:else|here|more|further))?"
+                        r"(?: (?:is )?(?:needed|required))?\s*[.!]?$", re.IGNORECASE)
 
 
 def parse_execution(answer: Any, *, currency: str = "", one_day: str = "") -> str:
@@ -821,7 +826,7 @@ def parse_execution(answer: Any, *, currency: str = "", one_day: str = "") -> st
             said_when = said_when or next((p for p in got if _ISO_DAY.search(p)), "")
         # (the separator is the line's own: an action that holds it would split the line there)
         do = _sentence(_label_said_again(_unfinished(raw.replace(DETAIL_SEP.strip(), "-"), ACTION_MAX)))
-        if not do or do.casefold() in seen or _LABEL_ONLY.match(do):
+        if not do or do.casefold() in seen or _LABEL_ONLY.match(do) or _NO_ACTION.match(do):
             continue
         seen.add(do.casefold())
         # (a small model often writes the cost and date into the action too: not twice)
@@ -843,7 +848,7 @@ def parse_execution(answer: Any, *, currency: str = "", one_day: str = "") -> st
         # the same action said again in the same step, with less or more ("Assign chairs and
         # microphones", then "... for the conference app"; "Review Plan: Review the overall
         # plan ...": Warsaw and Japan, measured): once, in its fuller words, where it came first
-        words = content_stems(do)
+        words = content_stems(_unlabelled_do(do))
         if len(words) >= 2 and any(words <= w for w in said):
             continue
         fuller = [i for i, w in enumerate(said) if len(w) >= 2 and w < words]
@@ -876,9 +881,22 @@ def _unfinished(text: str, bound: int) -> str:
 # everyone in the brief. It should be done on 2026-12-07", a houseplant's repotting, make demo
 # 2026-12-07): the cost and the date have their own fields
 _FIELD_TALK = re.compile(r"\bfor everyone in the brief\b|^\s*(?:it|this)\s+(?:pays|costs)\b.*\bpriced on its own\b"
+                         r"|^\s*(?:it|this(?:\s+(?:action|step))?)\s+(?:pays|costs)\b.*\bfor everyone in \d+\b"
                          r"|^\s*(?:it|this)\s+(?:should|must|will|is to) be done (?:on|by|before)\s+"
-                         r"(?:\d{4}-\d{2}-\d{2}|the brief's dates|this step's part of the schedule)\s*\.?\s*$",
+                         r"(?:\d{4}-\d{2}-\d{2}|the brief's dates|this step's part of the schedule)\s*\.?\s*$"
+                         # "This action pays $0.00 for everyone in 20" (the houseplant again, 756b7e9)
+                         # ("It costs nothing" is content: the cost field hides a zero)
+                         r"|^\s*(?:it|this(?:\s+(?:action|step))?)\s+pays\s+(?:nothing|[$€£¥]?\s?0+"
+                         r"(?:[.,]0+)?(?:\s*[A-Za-z]{3})?)\s*\.?\s*$",
                          re.IGNORECASE)
+# a detail that says who does the action before saying it again ("The person needs to gently
+# lift the plant out of the old container using a sharp knife", the houseplant, 756b7e9)
+# (only the reader: "They must RSVP by Friday" is the guests' work, "You must not" and "You
+# should be" are no instructions once cut)
+_WHO_MUST = re.compile(r"^(?:(?:the (?:person|reader)|you)\s+(?:needs? to|ha(?:s|ve) to|should|must|will (?:need|have) to)"
+                       # "The best option is to mix the new soil with the old soil" (the houseplant)
+                       r"|the best (?:option|choice|way|thing) (?:here )?is to)\s+(?!not\b|never\b|be\b)(?=[a-z])",
+                       re.IGNORECASE)
 
 
 def _detail(raw: str, do: str) -> str:
@@ -896,12 +914,21 @@ def _detail(raw: str, do: str) -> str:
     # attendees - Publicize the event to attract attendees using ...": the rest is its content;
     # Warsaw, make demo 2026-12-07)
     mine = content_stems(do)
-    parts = [p for p in _SENTENCES.split(text) if p.strip() and not _FIELD_TALK.search(p)]
+    parts = [_WHO_MUST.sub("", p.strip()) for p in _SENTENCES.split(text) if p.strip() and not _FIELD_TALK.search(p)]
+    parts = [p[:1].upper() + p[1:] for p in parts if p]
     while parts and content_stems(parts[0]) <= mine:
         parts.pop(0)
-    if len(parts) == 1:
+    # a later sentence that only says the action again goes too ("Be careful not to damage the
+    # roots", in the action and again in its detail), when its very words are the action's
+    # ("Stay in Kyoto" after "Visit Nara and Kyoto" is where to sleep, not the visit again)
+    said = set(tokens(do))
+    parts = parts[:1] + [p for p in parts[1:] if not set(tokens(p)) <= said]
+    if parts:
         head = _SAID_AGAIN.match(parts[0])
-        if head and content_stems(head.group(1)) <= mine and len(head.group(1)) >= 0.6 * len(do):
+        # its very words, not only its stems: "Check out of the Hotel Granvia by 11 am" is not
+        # "Check in at the Hotel Granvia" said again
+        if head and content_stems(head.group(1)) <= mine and len(head.group(1)) >= 0.6 * len(_SENTENCES.split(_unlabelled_do(do))[0]) \
+                and (len(parts) == 1 or set(tokens(head.group(1))) <= said):
             parts[0] = parts[0][head.end():]
     text = _sentence(" ".join(parts), DETAIL_MAX) if parts else ""
     # a detail that adds a word or none to its action says nothing more ("Create a website ...
@@ -912,6 +939,28 @@ def _detail(raw: str, do: str) -> str:
 
 
 _LABELLED = re.compile(r"^([^:.!?]{3,60}):\s+(\S.*)$")
+_SHORT_LABEL = re.compile(r"^([^:.!?\d]{3,30}):\s+")
+# a label that says when or which way is part of the action ("Day two:", "Return:", "Saturday:")
+_WHEN_LABEL = re.compile(
+    r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|first|second|third|fourth|fifth|last|final|next"
+    r"|morning|afternoon|evening|night|noon|lunch|dinner|breakfast|weekend|today|tomorrow"
+    r"|(?:mon|tues|wednes|thurs|fri|satur|sun)day|january|february|march|april|may|june|july|august"
+    r"|september|october|november|december|return|outbound|arrival|departure|inbound|before|after|during)\b",
+    re.IGNORECASE)
+
+
+def _unlabelled_do(text: str) -> str:
+    """An action without a short draft label in front ("Unroot: Gently lift the plant ..."),
+    for telling one action from another: "Unroot: Gently lift the plant out" and "Remove the
+    roots: Gently lift the plant out ... with a trowel" are one action (the houseplant, 756b7e9).
+    A label with a number ("Day 3:") says when, and is part of the action."""
+    m = _SHORT_LABEL.match(text.strip())
+    if not m or _WHEN_LABEL.search(m.group(1)):
+        return text
+    rest = text.strip()[m.end():]
+    # ("Call the venue: confirm the date, headcount and parking" and "Call the caterer: ..."
+    # are two calls: only a text specific on its own is the action without its label)
+    return rest if len(content_stems(rest)) >= 5 else text
 
 
 def _label_said_again(text: str) -> str:
