@@ -623,7 +623,10 @@ WRAP_UP_DAYS = 7  # after an event: what is returned, paid, thanked and counted
 def event_span(brief: Mapping[str, str], goal: str) -> tuple["_dt.date", "_dt.date"] | None:
     """The event's own days, as the brief states them ("... then the event on 2027-02-27 to
     2027-02-28", ``normalized_brief``); None for a goal that is not an event to get ready for."""
-    if not prepared_event(goal):
+    # (an undated one the brief holds at the end of the time to get ready: "15 days, ending
+    # with the event on 2026-12-21", a garage sale whose "Hold the sale" step was given the
+    # days before the sale)
+    if not (prepared_event(goal) or holds_an_event(goal) and not months_in(goal)):
         return None
     _before, sep, after = str(brief.get("duration", "")).partition("the event on ")
     return date_range(after) if sep else None
@@ -795,13 +798,12 @@ def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> di
             t = _dt.date.fromisoformat(today)
         except ValueError:
             t = None
-        if t is not None and holds_an_event(goal) and not months_in(goal) and not said and not _SOON.search(goal) \
-                and (not rng or (rng[1] - rng[0]).days < READY_DAYS):
-            # an event the goal does not date, settled as its own day alone, is got ready for
-            # first: "How to hold a garage sale" was dated today, one day, and its plan was
-            # two steps of putting flyers up on the day of the sale (make demo 2026-12-07)
-            # (a day the brief names a week ahead or more stays the event's)
-            day = rng[1] if rng and rng[1] >= t + _dt.timedelta(days=7) else t + _dt.timedelta(days=READY_DAYS)
+        if t is not None and (not rng or rng[0] == rng[1]) and (not said or said <= 3) and hosts_undated_event(goal):
+            # an event the goal does not date, settled on one day, is got ready for first:
+            # "How to hold a garage sale" was dated today alone, and its plan was two steps of
+            # putting flyers up on the day of the sale (make demo 2026-12-07). A later day the
+            # brief names is the event's; today is not.
+            day = rng[1] if rng and rng[1] > t else t + _dt.timedelta(days=READY_DAYS + max(0, (said or 1) - 1))
             out["dates"] = f"{max(t, day - _dt.timedelta(days=READY_DAYS)).isoformat()} to {day.isoformat()}"
             out["duration"] = ""
             rng = date_range(out["dates"])
@@ -870,6 +872,22 @@ _EVENT_NOUN = re.compile(
     r"hackathons?|races?|marathons?|fun[- ]runs?|5k|10k|(?:bake|charity|garage|yard|car[- ]boot|book) sales?|"
     r"galas?|quiz(?:zes)?|tournaments?|exhibitions?|ceremon(?:y|ies)|reunions?|picnics?|clean-?ups?|"
     r"retreats?|seminars?|book swaps?|open days?|launch (?:events?|part(?:y|ies)))\b", re.IGNORECASE)
+
+
+# the one who goes, not the one who holds it ("Prepare for my sister's wedding", "Attend a fair")
+_GOES_TO = re.compile(r"\b(?:prepar\w+|get(?:ting)? ready|plan(?:ning)? what \w+ \w+|dress(?:ing)?)\s+(?:for|to)\b"
+                      r"|\b(?:attend\w*|go(?:ing)? to|visit\w*|wear\w*)\b", re.IGNORECASE)
+# a day the goal names in words the dates do not read ("this Saturday", "on Friday", "New Year's Eve")
+_NAMED_DAY = re.compile(r"\b(?:" + "|".join(("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"))
+                        + r"|christmas|new year'?s|easter|halloween|thanksgiving|tonight|this (?:evening|afternoon|morning))\b",
+                        re.IGNORECASE)
+
+
+def hosts_undated_event(goal: str) -> bool:
+    """A goal that holds an event (``holds_an_event``) and names no day or month for it and no
+    time soon: its plan gets the event ready first (``READY_DAYS``)."""
+    return holds_an_event(goal) and not months_in(goal) and not _SOON.search(goal) \
+        and not _NAMED_DAY.search(goal) and not _GOES_TO.search(goal)
 
 
 def holds_an_event(goal: str) -> bool:

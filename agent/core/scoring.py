@@ -392,7 +392,9 @@ def combine_criteria(checks: Checks, *, chores: int, essential: Sequence[str], s
     # what a reader can act on: the criteria are one small model's checklist, this is measured
     spec += 0.3 * min(1.0, concrete / 4) - 0.15 * min(3, len(wrong)) - 0.2
     non_overlap = max(0.0, 1 - (checks.duplicates + 0.5 * checks.cross) / n)
-    missing = [e for e in essential if not covers(e, said)] + list(also_missing)
+    # (what the rules know is missing first: the criteria's list is cut at 300 characters, and
+    # a refinement reads only its first items)
+    missing = list(also_missing) + [e for e in essential if not covers(e, said)]
     if essential:
         share = 1 - len(missing) / (len(essential) + len(also_missing))
         # a plan of three parts does less than one of five that takes up the same essentials

@@ -348,8 +348,9 @@ def outline_request(frame: Frame, *, path: Sequence[str], title: str, descriptio
     how = f" Cut it into {SECTION_HINTS[key]}." if key in SECTION_HINTS else ""
     lines.append(
         f"Write a complete, concrete plan for: {_clip(task, 200)}. Break it into sections and steps, in "
-        f"the order they are done, and give the concrete content of each step.{how} At most {max_children} "
-        "sections. Keep to the brief."
+        f"the order they are done, and give the concrete content of each step.{how} "
+        + (f"{min(3, max_children)} to {max_children}" if max_children > 3 else f"At most {max_children}")
+        + " sections. Keep to the brief."
     )
     return LLMRequest(kind="decompose", system=SYSTEM.replace(" You answer only with JSON.", ""),
                       prompt="\n".join(frame.lines() + lines),
@@ -1108,12 +1109,31 @@ def parse_synthesis(answer: Any, titles: Sequence[str], keys: Sequence[str] = ()
     where ``keys`` (each child's key content, written by code from its result) has one."""
     a = parse_as(SynthesisAnswer, answer, "synthesis")
     summary = cut_to_sentence(_clean_text(a.summary, 900)) or _clean_text(a.summary, 900)
+    summary = _without_said_again(summary)
     out = [summary, ""]
     keys = list(keys) + [""] * (len(titles) - len(keys))
     for i, (t, k) in enumerate(zip(titles, keys), 1):
         k = _clean_text(k, 400)
         out.append(f"{i}. {t}: {k}" if k else f"{i}. {t}.")
     return "\n".join(out).strip()[:RESULT_MAX]
+
+
+_MONTH_OR_NUMBER = re.compile(r"\d+(?:[:.,]\d+)*|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b", re.IGNORECASE)
+
+
+def _without_said_again(text: str) -> str:
+    """A summary without its sentences said again, with other numbers or dates or none ("The
+    sale will be held on December 7, 2026, at 6:00 PM. The sale will be held on December 8,
+    ..." six times: a garage sale, make demo 2026-12-07): each once, the first."""
+    seen: list[frozenset[str]] = []
+    kept = []
+    for part in _SENTENCES.split(text):
+        key = content_stems(_MONTH_OR_NUMBER.sub(" ", part))
+        if len(key) >= 3 and any(key <= k for k in seen):
+            continue
+        seen.append(key)
+        kept.append(part)
+    return " ".join(kept)
 
 
 def synthesis_summary(text: str) -> str:
