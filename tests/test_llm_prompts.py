@@ -3,6 +3,7 @@ shared prefix every request of a goal starts with, and parsers that clean what a
 writes and refuse answers that contradict themselves."""
 
 import json
+import re
 
 import pytest
 
@@ -106,6 +107,19 @@ def test_criteria_that_say_the_request_or_the_task_back_are_dropped():
         "Arrange waste collection"]}, title=goal)
     assert got == ("Get a council permit for Hove beach", "Buy gloves and bin bags",
                    "Run the beach clean-up on the day", "Arrange waste collection")
+
+
+def test_the_criteria_request_names_no_verbs_for_the_model_to_copy():
+    """Asked for "what is booked, bought, built, written, paid or done", qwen2.5-1.5b wrote
+    those verbs: 79 of 137 items began with buy, purchase, build, pay or write ("buy water;
+    buy gloves" to repot a plant, "buy items" for a garage sale), and refinements added them
+    as steps; asked for "a verb and what it is done to", 4 of 116 (docs/quality.md)."""
+    req = P.criteria_request(F, path=[], title=GOAL, description="", scorer="peer-1")
+    ask = req.prompt.splitlines()[-1]
+    assert ask.startswith("essential:") and "a verb and what it is done to" in ask
+    assert not re.search(r"\b(?:bought|booked|built|paid|written)\b", ask)
+    sub = P.criteria_request(F, path=[GOAL, "Tokyo"], title="Tokyo", description="", scorer="peer-1")
+    assert "this task is not done" in sub.prompt and "a verb and what it is done to" in sub.prompt
 
 
 def test_an_outline_refinement_carries_the_earlier_sections_and_what_is_missing():

@@ -1254,6 +1254,22 @@ def test_a_date_without_a_year_takes_the_year_around_it():
     assert fx.calendar_dates("28 December - 3 January 2027") == [date(2026, 12, 28), date(2027, 1, 3)]
 
 
+def test_the_day_the_goals_own_work_is_done_is_work():
+    """The move, make demo 2026-12-07: "Move Day" counted as a step naming no work (the
+    goal's word and "day"), so "Pre-Move Preparation; Move Day; Post-Move Setup; ..." had 2
+    of 5 such steps and lost to "Prepare Documents and Files; Prepare Move List; Check In at
+    New Flat; Finalize Move"."""
+    from agent.core.scoring import umbrella, umbrella_count
+
+    move = "Plan a move to a new flat across town"
+    assert not umbrella("Move Day", move) and not umbrella("Moving Day", move)
+    # a day named by a phase, or a day over weeks, still names no work
+    assert umbrella("Final Day", move) and umbrella("Next Day", move)
+    assert umbrella("Move Day (Weeks 2-3)", move)
+    assert umbrella("Finalize Move", move) is True
+    assert umbrella_count(["Pre-Move Preparation", "Move Day", "Post-Move Setup"], move) == 1
+
+
 def test_a_split_of_phases_over_weeks_names_no_work_and_loses_to_the_work():
     """Warsaw, make demo 2026-12-06 (evening): "Planning and Preparation (Weeks 1-2),
     Organizing and Running the Conference (Weeks 3-7), Post-Event Activities (Weeks 8-10)" won

@@ -221,6 +221,17 @@ _UMBRELLA_WORDS = frozenset(
     "events it all".split())
 
 
+# "Move Day", "Moving Day": the day the goal's own work is done, which is that work (the
+# move's winning split, 2026-12-07, counted its "Move Day" as naming no work, 2 of 5 steps,
+# and lost to "Prepare Documents and Files; Prepare Move List; Check In at New Flat")
+_DAY_OF = re.compile(r"\b([a-z]+)[- ]day\b", re.IGNORECASE)
+
+
+def _work_day(title: str) -> bool:
+    m = _DAY_OF.search(title)
+    return m is not None and m.group(1).casefold() not in _PHASE_WORDS | _UMBRELLA_WORDS | _FILLER
+
+
 def umbrella(title: str, parent: str) -> bool:
     """A step that names no work but the goal's own, over a span of its calendar or as "running"
     it ("Organizing and Running the Conference (Weeks 3-7)", "Post-Event Activities (Weeks
@@ -228,7 +239,7 @@ def umbrella(title: str, parent: str) -> bool:
     the venue, the catering and the promotion, because a step about everything seems to cover
     every criterion. Holding the event on its day (``EVENT_DAY``) is work, when no span says
     it lasts for weeks."""
-    if EVENT_DAY.search(title) and not _SPAN.search(title):
+    if (EVENT_DAY.search(title) or _work_day(title)) and not _SPAN.search(title):
         return False
     ws = [w for w in re.findall(r"[a-z]+", _SPAN.sub(" ", title).casefold())
           if w not in _FILLER and w not in _PHASE_WORDS and w not in _UMBRELLA_WORDS]
