@@ -1254,6 +1254,34 @@ def test_a_date_without_a_year_takes_the_year_around_it():
     assert fx.calendar_dates("28 December - 3 January 2027") == [date(2026, 12, 28), date(2027, 1, 3)]
 
 
+def test_an_event_split_that_starts_on_the_day_is_sent_back_for_the_work_before_it():
+    """Garage sale, make demo 2026-12-07 (the criteria were sound: "set prices; find items;
+    promote sale; collect cash"): "Execution; Evaluation; Summarize the Sale; Thank the Staff"
+    was voted through, the plan had no pricing, no signs and no advertising before the sale,
+    and three steps after it."""
+    from agent.core.scoring import GET_READY, nothing_before_the_event, wrap_up_extra
+
+    goal = "How to hold a garage sale"
+    after = ["Execution", "Evaluation", "Summarize the Sale", "Thank the Staff"]
+    ready = ["Planning the Event", "Preparing the Space", "Preparing the Cash", "Preparing the Promotion",
+             "Handling Finances"]
+    assert nothing_before_the_event(goal, after)
+    assert not nothing_before_the_event(goal, ready) and not nothing_before_the_event(goal, ["Price items", *after])
+    assert not nothing_before_the_event("Plan a two-week trip to Japan", ["Execution", "Evaluation"])
+    assert wrap_up_extra(after) == 2  # summarising and thanking come after the work, as reports do
+    descs = {"Execution": "Set up tables, chairs and signs; start the sale; sell items; collect cash from customers",
+             "Evaluation": "Check the sales and cash collected; review customer satisfaction",
+             "Preparing the Space": "Organize the garage; set up tables; price every item with stickers",
+             "Preparing the Promotion": "Post ads in local newspapers and online classified ads; put up signs",
+             "Handling Finances": "Collect cash from buyers and record amounts"}
+    essential = ["organize schedule", "set prices", "find items", "set up display", "promote sale", "collect cash"]
+    v_after, v_ready = work.rank_splits(
+        goal, [[{"title": t, "description": descs.get(t, "")} for t in s] for s in (after, ready)], essential,
+        min_steps=3)
+    assert not v_after.acceptable and GET_READY in v_after.missing
+    assert v_ready.rank == 1 and v_after.rank == 2
+
+
 def test_the_day_the_goals_own_work_is_done_is_work():
     """The move, make demo 2026-12-07: "Move Day" counted as a step naming no work (the
     goal's word and "day"), so "Pre-Move Preparation; Move Day; Post-Move Setup; ..." had 2

@@ -20,12 +20,14 @@ from agent.core.scoring import (
     check_split,
     EVENT_DAY,
     EVENT_ITSELF,
+    GET_READY,
     TRIP_ITSELF,
     chore_count,
     umbrella_count,
     combine_criteria,
     days_left_out,
     misses_the_event,
+    nothing_before_the_event,
     misses_the_trip,
     wrap_up_extra,
     covers,
@@ -303,6 +305,7 @@ def rank_splits(title: str, splits: Sequence[Sequence[dict]], essential: Sequenc
         wrong = fx.foreign_places(text, facts) + fx.wrong_currency(text, facts)
         concrete = sum(fx.concrete_marks(f"{t}. {d}") for t, d in zip(titles, descs)) / max(1, len(titles))
         event = [] if ancestors else [EVENT_ITSELF] if misses_the_event(title, titles) \
+            else [GET_READY] if nothing_before_the_event(title, titles) \
             else [TRIP_ITSELF] if misses_the_trip(title, titles) else []
         gap = None if ancestors else days_left_out(title, titles, facts.days, descs)
         event += [gap] if gap else []

@@ -258,7 +258,9 @@ def umbrella_count(titles: Sequence[str], parent: str) -> int:
 WRAP_UP = re.compile(
     r"\b(?:post[- ]?(?:event|party|race|fair|trip|workshop|project|launch)|follow[- ]?ups?|wrap[- ]?up|"
     r"debrief\w*|lessons learned|(?:final )?(?:assessment|evaluation|reporting|report|documentation)|"
-    r"finali[sz](?:e|ing) and document|feedback|close[- ]?out|aftermath|thank[- ]?you)\b",
+    r"finali[sz](?:e|ing) and document|feedback|close[- ]?out|aftermath|thank[- ]?you|thank(?:s|ing)?|"
+    # "Summarize the Sale; Thank the Staff" after the sale (garage sale, make demo 2026-12-07)
+    r"summar(?:y|i[sz]e|i[sz]ing))\b",
     re.IGNORECASE,
 )
 
@@ -385,6 +387,21 @@ def misses_the_event(goal: str, titles: Sequence[str]) -> bool:
     from agent.core.facts import holds_an_event, prepared_event
 
     return (prepared_event(goal) or holds_an_event(goal)) and not any(EVENT_DAY.search(t) for t in titles)
+
+
+GET_READY = "the work to get ready, in steps before the event's day"
+
+
+def nothing_before_the_event(goal: str, titles: Sequence[str]) -> bool:
+    """Whether a split of an event to get ready for starts with the event itself, so nothing
+    is done before it (garage sale, make demo 2026-12-07: "Execution; Evaluation; Summarize
+    the Sale; Thank the Staff" won, with no pricing, no signs and no advertising before the
+    sale, over "Preparing the Space; Preparing the Cash; Preparing the Promotion; ..." which
+    had no step named for the day)."""
+    from agent.core.facts import holds_an_event, prepared_event
+
+    return (len(titles) > 1 and (prepared_event(goal) or holds_an_event(goal))
+            and bool(EVENT_DAY.search(titles[0])))
 
 
 def combine_criteria(checks: Checks, *, chores: int, essential: Sequence[str], said: frozenset[str],
