@@ -187,6 +187,9 @@ def test_the_result_check_accepts_prose(text):
     ("- Book two nights at Hotel ABC near the station (180 EUR).", "Hotel ABC"),
     ("- Ask John Doe, the site manager, for the delivery date.", "John Doe"),
     ("- Rent the hall of Venue B for 60 guests on 2027-07-10.", "Venue B"),
+    # garage sale, make demo 2026-12-07: under every action of a step
+    ("- Clean the garage. The garage is located at 123 Elm St, Los Angeles, CA 90001.", "123 Elm St"),
+    ("- Set up PayPal. The payment system is located at PayPal, Inc. at 1234 Main Street.", "1234 Main Street"),
 ])
 def test_a_made_up_name_sends_the_result_back_saying_which(text, name):
     problem = result_problem(text)
@@ -199,6 +202,8 @@ def test_a_made_up_name_sends_the_result_back_saying_which(text, name):
     "- Buy 20 m2 of porcelain tiles at Leroy Merlin (540 EUR) and book a licensed tiler.",
     "- Teach the children their ABCs with flash cards before school starts in September.",
     "- Watch the ABC evening news for the weather before the hike.",
+    "- Stay at the Hotel Granvia, 123 Karasuma-dori, Kyoto, two nights (42,000 JPY).",  # a real number
+    "- Meet at 10 Downing Street at 123 pm is nonsense but not an address stand-in.",
 ])
 def test_real_names_and_abc_as_a_word_are_not_made_up(text):
     assert tx.stand_ins(text) == [] and result_problem(text) is None

@@ -1282,6 +1282,42 @@ def test_an_event_split_that_starts_on_the_day_is_sent_back_for_the_work_before_
     assert v_ready.rank == 1 and v_after.rank == 2
 
 
+def test_a_trip_that_ends_by_returning_to_where_it_goes_is_wrong():
+    """Japan, make demo 2026-12-07: "Research; Travel Preparation; Explore Tokyo; Return to
+    Japan" won, and another draft ended with "Returning to Japan"; a blind reader held it
+    against the plan."""
+    from agent.core.scoring import returns_to_the_destination
+
+    goal = "Plan a two-week trip to Japan"
+    wrong = ["Research", "Travel Preparation", "Explore Tokyo", "Return to Japan"]
+    right = ["Research", "Travel Preparation", "Explore Tokyo", "Return Home from Japan"]
+    assert "Return to Japan" in returns_to_the_destination(goal, wrong)
+    assert returns_to_the_destination(goal, ["Flights", "Returning to Japan"])
+    assert returns_to_the_destination(goal, right) is None
+    assert returns_to_the_destination(goal, ["Kyoto", "Return to Tokyo"]) is None  # back to base, not the goal's place
+    assert returns_to_the_destination(goal, ["Return to Japan", "Explore Tokyo"]) is None  # not the last step
+    assert returns_to_the_destination("Move back to Japan", ["Pack", "Return to Japan"]) is None  # not a trip
+    v_wrong, v_right = work.rank_splits(goal, [[{"title": t, "description": ""} for t in s] for s in (wrong, right)],
+                                        ["Book flights", "Explore Tokyo"])
+    assert "Return to Japan" in v_wrong.feedback and v_right.rank == 1
+
+
+def test_a_detail_sentence_said_under_an_earlier_action_goes():
+    """Garage sale, make demo 2026-12-07: "The garage is located at ..." closed the detail
+    of three actions of one step."""
+    where = "The garage is at 12 Park Road, Leeds."
+    out = prompts.parse_execution({"actions": [
+        {"do": "Assess the garage", "cost": "", "when": "",
+         "detail": f"Review the layout and decide which boxes to move. {where}"},
+        {"do": "Clean the garage", "cost": "", "when": "", "detail": f"Dust, vacuum and sweep the floor. {where}"},
+        {"do": "Put up signs", "cost": "", "when": "", "detail": where},
+    ]})
+    lines = out.splitlines()
+    assert out.count("12 Park Road") == 1 and "12 Park Road" in lines[0]
+    assert lines[1].endswith("Dust, vacuum and sweep the floor.")
+    assert lines[2] == "- Put up signs."  # its only sentence was said already
+
+
 def test_the_day_the_goals_own_work_is_done_is_work():
     """The move, make demo 2026-12-07: "Move Day" counted as a step naming no work (the
     goal's word and "day"), so "Pre-Move Preparation; Move Day; Post-Move Setup; ..." had 2

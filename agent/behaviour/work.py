@@ -28,6 +28,7 @@ from agent.core.scoring import (
     days_left_out,
     misses_the_event,
     nothing_before_the_event,
+    returns_to_the_destination,
     misses_the_trip,
     wrap_up_extra,
     covers,
@@ -302,7 +303,8 @@ def rank_splits(title: str, splits: Sequence[Sequence[dict]], essential: Sequenc
         checks = check_split(title, titles, ancestors=ancestors, elsewhere=elsewhere, descriptions=descs)
         text = "\n".join(f"{t}. {d}" for t, d in zip(titles, descs))
         said = frozenset().union(*(words(f"{t} {d}") for t, d in zip(titles, descs)))
-        wrong = fx.foreign_places(text, facts) + fx.wrong_currency(text, facts)
+        home = None if ancestors else returns_to_the_destination(title, titles)
+        wrong = fx.foreign_places(text, facts) + fx.wrong_currency(text, facts) + ([home] if home else [])
         concrete = sum(fx.concrete_marks(f"{t}. {d}") for t, d in zip(titles, descs)) / max(1, len(titles))
         event = [] if ancestors else [EVENT_ITSELF] if misses_the_event(title, titles) \
             else [GET_READY] if nothing_before_the_event(title, titles) \

@@ -389,6 +389,24 @@ def misses_the_event(goal: str, titles: Sequence[str]) -> bool:
     return (prepared_event(goal) or holds_an_event(goal)) and not any(EVENT_DAY.search(t) for t in titles)
 
 
+_RETURN_TO = re.compile(r"^return(?:ing)?\s+(?:back\s+)?to\s+(?:the\s+)?([a-z][a-z .'-]*?)\s*$", re.IGNORECASE)
+
+
+def returns_to_the_destination(goal: str, titles: Sequence[str]) -> str | None:
+    """A journey whose last step returns to where it goes ("Returning to Japan", the last of
+    four steps of a two-week trip to Japan, make demo 2026-12-07, and of two drafts of it):
+    the trip ends by going home from there. Says what is wrong, or None."""
+    from agent.core.facts import journey
+
+    if not titles or not journey(goal):
+        return None
+    m = _RETURN_TO.match(titles[-1].strip())
+    if m is None or m.group(1).casefold() in ("home", "base", "your home", "the start"):
+        return None
+    return (f"'{titles[-1].strip()[:40]}' as the last step (the trip ends by going home from "
+            f"{m.group(1).strip()})") if re.search(rf"\b{re.escape(m.group(1).strip())}\b", goal, re.IGNORECASE) else None
+
+
 GET_READY = "the work to get ready, in steps before the event's day"
 
 

@@ -54,6 +54,10 @@ STAND_IN = re.compile(
     r"|\b(?:City|Town|Company|Client|Venue|Hotel|Supplier|Vendor|Restaurant|Store|Shop|Studio)"
     r" (?:ABC|XYZ)\b(?![\w'’])"
     r"|\b(?:John|Jane) Doe\b"
+    # "123 Elm St, Los Angeles", "PayPal, Inc. at 1234 Elm St" (garage sale, make demo
+    # 2026-12-07): the made-up street address
+    r"|\b123(?:45?)? (?:Main|Elm|Oak|Maple|Pine|Cedar|Any|Fake|Sample|Example|First|High)"
+    r" (?:St|Street|Ave|Avenue|Road|Rd|Lane|Ln|Blvd|Boulevard|Drive|Dr|Way)\b"
 )
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)

@@ -821,6 +821,7 @@ def parse_execution(answer: Any, *, currency: str = "", one_day: str = "") -> st
     lines: list[str] = []
     said: list[frozenset[str]] = []  # each line's meaning words
     seen: set[str] = set()
+    told_by: list[set[str]] = []  # each line's detail sentences, as words
     for act in a.actions:
         raw = act.do
         # cut by its length bound ("... Consider the"; "... designing a unique and", 143 characters
@@ -852,9 +853,6 @@ def parse_execution(answer: Any, *, currency: str = "", one_day: str = "") -> st
         for x in (cost, when):
             if x and x.casefold() not in do.casefold() and x.casefold() not in (e.casefold() for e in extra):
                 extra.append(x)
-        detail = _detail(act.detail, do)
-        text = f"{do[:-1]}{DETAIL_SEP}{detail}" if detail else do
-        line = f"- {text[:-1]} ({'; '.join(extra)})." if extra else f"- {text}"
         # the same action said again in the same step, with less or more ("Assign chairs and
         # microphones", then "... for the conference app"; "Review Plan: Review the overall
         # plan ...": Warsaw and Japan, measured): once, in its fuller words, where it came first
@@ -862,16 +860,33 @@ def parse_execution(answer: Any, *, currency: str = "", one_day: str = "") -> st
         if len(words) >= 2 and any(words <= w for w in said):
             continue
         fuller = [i for i, w in enumerate(said) if len(w) >= 2 and w < words]
+        detail = _detail(act.detail, do)
+        # a detail's sentence said under an earlier action that stays goes ("The garage is
+        # located at 123 Elm St, Los Angeles" under three actions of one step: garage sale,
+        # make demo 2026-12-07)
+        mine: set[str] = set()
+        if detail:
+            told = set().union(*(t for i, t in enumerate(told_by) if i not in fuller))
+            kept = [x for x in _SENTENCES.split(detail) if x.strip() and _as_words(x) not in told]
+            mine = {_as_words(x) for x in kept if len(tokens(x)) >= 3}
+            detail = _sentence(" ".join(kept), DETAIL_MAX) if kept else ""
+        text = f"{do[:-1]}{DETAIL_SEP}{detail}" if detail else do
+        line = f"- {text[:-1]} ({'; '.join(extra)})." if extra else f"- {text}"
         if fuller:
-            lines[fuller[0]], said[fuller[0]] = line, words
+            lines[fuller[0]], said[fuller[0]], told_by[fuller[0]] = line, words, mine
             for i in reversed(fuller[1:]):
-                del lines[i], said[i]
+                del lines[i], said[i], told_by[i]
             continue
         lines.append(line)
         said.append(words)
+        told_by.append(mine)
     if not lines:
         raise LLMBadOutput("execution result has no usable action")
     return "\n".join(lines)[:RESULT_MAX]
+
+
+def _as_words(sentence: str) -> str:
+    return " ".join(tokens(sentence)).casefold()
 
 
 def _unfinished(text: str, bound: int) -> str:
