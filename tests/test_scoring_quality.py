@@ -190,6 +190,7 @@ def test_the_result_check_accepts_prose(text):
     # garage sale, make demo 2026-12-07: under every action of a step
     ("- Clean the garage. The garage is located at 123 Elm St, Los Angeles, CA 90001.", "123 Elm St"),
     ("- Set up PayPal. The payment system is located at PayPal, Inc. at 1234 Main Street.", "1234 Main Street"),
+    ("- Put the flyers up. Meet at 456 oak street at noon.", "456 oak street"),
 ])
 def test_a_made_up_name_sends_the_result_back_saying_which(text, name):
     problem = result_problem(text)
@@ -249,3 +250,9 @@ def test_a_title_that_names_only_a_time_names_no_work():
         assert "names a time" in (title_problem(t) or ""), t
     for t in ("Day 3: Montjuic and the Magic Fountain", "May Day parade", "Final Preparation and Launch"):
         assert title_problem(t) is None, t
+
+
+def test_a_made_up_address_is_a_results_problem_but_not_a_titles():
+    """A goal may name a real "123 Main Street"; a result that invents one is sent back."""
+    assert tx.placeholders("Hold a garage sale at 123 Oak Street") == []
+    assert tx.stand_ins("Hold a garage sale at 123 Oak Street") == ["123 Oak Street"]

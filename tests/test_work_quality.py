@@ -874,7 +874,7 @@ def test_an_event_of_a_stated_length_is_got_ready_for_before_it():
     # 2026-12-05: a quiz night's four weeks, with no day that held the quiz)
     quiz = "Organise a charity quiz night for 60 guests at a community hall in Manchester in January"
     b = facts.normalized_brief({"duration": "4 weeks", "dates": "2027-01-04 to 2027-01-31"}, quiz, "2026-12-05")
-    assert b["duration"] == "28 days, ending with the event on 2027-01-31" and b["dates"] == "2027-01-04 to 2027-01-31"
+    assert b["duration"] == "28 days: 27 to get ready, then the event on 2027-01-31" and b["dates"] == "2027-01-04 to 2027-01-31"
     assert facts.event_span(b, quiz) == (date(2027, 1, 31), date(2027, 1, 31))
     assert facts.normalized_brief(b, quiz, "2026-12-05") == b and facts.brief_problems(b, quiz, "2026-12-05") == []
     tenk = "Organise a 10K run in Leeds in May"  # not an evening's event: its length is not guessed
@@ -1268,7 +1268,15 @@ def test_an_event_split_that_starts_on_the_day_is_sent_back_for_the_work_before_
     assert nothing_before_the_event(goal, after)
     assert not nothing_before_the_event(goal, ready) and not nothing_before_the_event(goal, ["Price items", *after])
     assert not nothing_before_the_event("Plan a two-week trip to Japan", ["Execution", "Evaluation"])
+    # getting ready, though EVENT_DAY reads "Delivery", "Running", "the big day" as the event
+    for first in ("Deliver Invitations", "Running Social Media Ads", "Preparing for the Big Day",
+                  "Preparing for Race Day", "Choose the Day and Venue", "Opening Registration",
+                  "Buy Running Shoes", "Before the Sale Day"):
+        assert not nothing_before_the_event(goal, [first, "Sale Day", "Clean Up"]), first
+    assert nothing_before_the_event(goal, ["Running the Sale", "Counting the Money"])
+    assert nothing_before_the_event("Run a charity 5k race in May", ["Race Day", "Thank the Volunteers"])
     assert wrap_up_extra(after) == 2  # summarising and thanking come after the work, as reports do
+    assert wrap_up_extra(["Read the Book", "Write a Summary", "Write the Summary of Chapter 3"]) == 0
     descs = {"Execution": "Set up tables, chairs and signs; start the sale; sell items; collect cash from customers",
              "Evaluation": "Check the sales and cash collected; review customer satisfaction",
              "Preparing the Space": "Organize the garage; set up tables; price every item with stickers",
@@ -1297,6 +1305,11 @@ def test_a_trip_that_ends_by_returning_to_where_it_goes_is_wrong():
     assert returns_to_the_destination(goal, ["Kyoto", "Return to Tokyo"]) is None  # back to base, not the goal's place
     assert returns_to_the_destination(goal, ["Return to Japan", "Explore Tokyo"]) is None  # not the last step
     assert returns_to_the_destination("Move back to Japan", ["Pack", "Return to Japan"]) is None  # not a trip
+    assert returns_to_the_destination(goal, ["Flights", "Returning to Japan (Days 13-14)"])
+    assert returns_to_the_destination(goal, ["Flights", "Day 14: Return to Japan"])
+    # home is where the trip starts; a town is where one flies home from
+    assert returns_to_the_destination("Plan a two-week trip from the UK to Japan", ["Japan", "Return to the UK"]) is None
+    assert returns_to_the_destination("Plan a 10-day trip to Tokyo and Kyoto", ["Kyoto", "Return to Tokyo"]) is None
     v_wrong, v_right = work.rank_splits(goal, [[{"title": t, "description": ""} for t in s] for s in (wrong, right)],
                                         ["Book flights", "Explore Tokyo"])
     assert "Return to Japan" in v_wrong.feedback and v_right.rank == 1
@@ -1331,6 +1344,9 @@ def test_the_day_the_goals_own_work_is_done_is_work():
     assert umbrella("Final Day", move) and umbrella("Next Day", move)
     assert umbrella("Move Day (Weeks 2-3)", move)
     assert umbrella("Finalize Move", move) is True
+    # the getting ready for that day, named by a phase or "for", still names no work of its own
+    for t in ("Pre-Move Day Preparation", "Move Day Planning", "Prepare for Moving Day", "Day-by-Day Activities"):
+        assert umbrella(t, move), t
     assert umbrella_count(["Pre-Move Preparation", "Move Day", "Post-Move Setup"], move) == 1
 
 
@@ -1396,7 +1412,7 @@ def test_an_undated_event_is_held_at_the_end_and_its_done_names_no_budget_the_go
         "duration": "7 weeks", "dates": "2026-12-13 to 2027-01-21", "currency": "PLN", "place": "Warsaw",
         "done": "The conference is organized with 200 people in Warsaw, with a total budget of 100,000 PLN."},
         warsaw, "2026-12-06")
-    assert b["duration"].endswith("ending with the event on 2027-01-21")
+    assert b["duration"].endswith("to get ready, then the event on 2027-01-21")
     # the goal's head count wins over the brief's (the next run's brief said "500 people")
     assert facts.normalized_brief({"people": "500 people"}, warsaw)["people"] == "200 people"
     assert facts.normalized_brief({"people": "200 attendees and 10 staff"}, warsaw)["people"] == \
@@ -1758,7 +1774,7 @@ def test_an_event_the_goal_does_not_date_is_got_ready_for_before_it_is_held():
     raw = {"duration": "1 day", "dates": "2026-12-07", "currency": "USD", "place": "garage", "people": "1"}
     for length in ("1 day", "6 hours", ""):
         b = fx.normalized_brief({**raw, "duration": length}, "How to hold a garage sale", "2026-12-07")
-        assert (b["duration"], b["dates"]) == ("15 days, ending with the event on 2026-12-21",
+        assert (b["duration"], b["dates"]) == ("15 days: 14 to get ready, then the event on 2026-12-21",
                                                "2026-12-07 to 2026-12-21"), length
     # a later day the brief names is the event's, got ready for up to two weeks before it
     b = fx.normalized_brief({**raw, "dates": "2026-12-19"}, "Organise a quiz night", "2026-12-07")
@@ -1925,13 +1941,13 @@ def test_a_root_split_of_two_steps_is_incomplete_when_its_steps_are_the_plans_le
 
 
 def test_an_undated_events_day_holds_its_step_and_the_work_comes_before_it():
-    """The garage sale's brief, settled (15 days, ending with the event on its day): the step
+    """The garage sale's brief, settled (15 days: 14 to get ready, then the event on its day): the step
     that runs the sale is dated on that day, getting ready before it, clearing up after. Split
     evenly, "Run the sale" had the four days before the sale."""
     g = goal(U, scorers=3, quorum=2, brief=True, max_depth=1, max_children=6, title="How to hold a garage sale")
     top = proposal(D1, g.id, ["Sort and price the items", "Advertise the sale", "Run the garage sale on Saturday morning",
                               "Clean up"], wall=10)
-    evs = [g, brief(U, g.id, duration="15 days, ending with the event on 2026-12-21", dates="2026-12-07 to 2026-12-21",
+    evs = [g, brief(U, g.id, duration="15 days: 14 to get ready, then the event on 2026-12-21", dates="2026-12-07 to 2026-12-21",
                     currency="USD", place="garage"), top]
     evs += [precommit(s, g.id, top.id, wall=20 + i) for i, s in enumerate(S[:2])]
     tree = derive(fold(evs), T0 + 1000)

@@ -817,9 +817,11 @@ def normalized_brief(brief: Mapping[str, str], goal: str, today: str = "") -> di
                       or holds_an_event(goal) and not months_in(goal)) and "the event on" not in out.get("duration", ""):
             # an event the goal does not date is held at the end of the time to get ready:
             # told only "7 weeks", a Warsaw conference's plan held it nowhere (measured)
-            days = (rng[1] - rng[0]).days + 1
-            out["duration"] = (f"{days} days, ending with the event on {rng[1].isoformat()}" if days > 1
-                               else f"the event on {rng[1].isoformat()}")
+            # (said as the days to get ready: told "15 days, ending with the event on
+            # 2026-12-21", an executor wrote that the garage sale "will last for 15 days")
+            ready = (rng[1] - rng[0]).days
+            out["duration"] = (f"{ready + 1} days: {ready} to get ready, then the event on {rng[1].isoformat()}"
+                               if ready else f"the event on {rng[1].isoformat()}")
         season = season_of(goal) if not months_in(goal) else None
         if season is not None and season[1] not in out.get("constraints", ""):
             # every step reads the brief: the reason its dates are not today's goes with them

@@ -229,7 +229,11 @@ _DAY_OF = re.compile(r"\b([a-z]+)[- ]day\b", re.IGNORECASE)
 
 def _work_day(title: str) -> bool:
     m = _DAY_OF.search(title)
-    return m is not None and m.group(1).casefold() not in _PHASE_WORDS | _UMBRELLA_WORDS | _FILLER
+    if m is None or not tx.content_stems(m.group(1)) or re.search(r"\b(?:pre-|post-|before|for|after)", title, re.I):
+        return False
+    # "Move Day Planning", "Moving Day Preparations": the getting ready, named by a phase
+    rest = {w for w in re.findall(r"[a-z]+", title.casefold())} - {m.group(1).casefold(), "day"}
+    return m.group(1).casefold() not in _PHASE_WORDS | _UMBRELLA_WORDS | _FILLER and not rest & _PHASE_WORDS
 
 
 def umbrella(title: str, parent: str) -> bool:
@@ -259,8 +263,9 @@ WRAP_UP = re.compile(
     r"\b(?:post[- ]?(?:event|party|race|fair|trip|workshop|project|launch)|follow[- ]?ups?|wrap[- ]?up|"
     r"debrief\w*|lessons learned|(?:final )?(?:assessment|evaluation|reporting|report|documentation)|"
     r"finali[sz](?:e|ing) and document|feedback|close[- ]?out|aftermath|thank[- ]?you|thank(?:s|ing)?|"
-    # "Summarize the Sale; Thank the Staff" after the sale (garage sale, make demo 2026-12-07)
-    r"summar(?:y|i[sz]e|i[sz]ing))\b",
+    # "Summarize the Sale; Thank the Staff" after the sale (garage sale, make demo 2026-12-07);
+    # a summary that is the work ("Write a Summary" of a book) is not
+    r"summar(?:y|i[sz]e|i[sz]ing)\s+(?:of\s+)?(?:the\s+)?(?:sale|event|day|results?|takings|earnings|trip|party))\b",
     re.IGNORECASE,
 )
 
@@ -389,25 +394,43 @@ def misses_the_event(goal: str, titles: Sequence[str]) -> bool:
     return (prepared_event(goal) or holds_an_event(goal)) and not any(EVENT_DAY.search(t) for t in titles)
 
 
-_RETURN_TO = re.compile(r"^return(?:ing)?\s+(?:back\s+)?to\s+(?:the\s+)?([a-z][a-z .'-]*?)\s*$", re.IGNORECASE)
+_RETURN_TO = re.compile(r"^(?:days?\s+\d+(?:\s*[-–]\s*\d+)?\s*:\s*)?return(?:ing)?\s+(?:back\s+)?to\s+"
+                        r"(?:the\s+)?([a-z][a-z .'-]*?)\s*(?:\(.*\)|:.*)?$", re.IGNORECASE)
 
 
 def returns_to_the_destination(goal: str, titles: Sequence[str]) -> str | None:
-    """A journey whose last step returns to where it goes ("Returning to Japan", the last of
-    four steps of a two-week trip to Japan, make demo 2026-12-07, and of two drafts of it):
-    the trip ends by going home from there. Says what is wrong, or None."""
+    """A journey whose last step returns to the country it goes to ("Returning to Japan", the
+    last of four steps of a two-week trip to Japan, make demo 2026-12-07, and of two drafts of
+    it): the trip ends by going home from there. Says what is wrong, or None. A town is left
+    alone ("Return to Tokyo" to fly home from it), and so is where the trip starts ("from
+    London ... Return to London")."""
     from agent.core.facts import journey
+    from agent.core.places import gazetteer
 
     if not titles or not journey(goal):
         return None
     m = _RETURN_TO.match(titles[-1].strip())
-    if m is None or m.group(1).casefold() in ("home", "base", "your home", "the start"):
+    if m is None:
         return None
-    return (f"'{titles[-1].strip()[:40]}' as the last step (the trip ends by going home from "
-            f"{m.group(1).strip()})") if re.search(rf"\b{re.escape(m.group(1).strip())}\b", goal, re.IGNORECASE) else None
+    place = m.group(1).strip()
+    countries = {n.casefold() for n in gazetteer().country_names.values()}
+    if place.casefold() not in countries or not re.search(rf"\b{re.escape(place)}\b", goal, re.IGNORECASE) \
+            or re.search(rf"\bfrom\s+(?:the\s+)?{re.escape(place)}\b", goal, re.IGNORECASE):
+        return None
+    return f"'{titles[-1].strip()[:40]}' as the last step (the trip ends by going home from {place})"
 
 
 GET_READY = "the work to get ready, in steps before the event's day"
+_EVENTS = (r"(?:event|sale|party|fair|show|festival|wedding|match|game|conference|workshop|launch|market|"
+           r"clean-?up|quiz|race)s?")
+# a step that is the event happening (narrower than EVENT_DAY, which also takes "Delivery",
+# "Opening" and "Running" as holding it: a first step "Deliver Invitations" or "Running Social
+# Media Ads" is getting ready)
+_THE_EVENT_ITSELF = re.compile(
+    rf"\b(?:on the day|{_EVENTS}[- ]day|day of the {_EVENTS}|execution|executing|go[- ]live|"
+    rf"(?:running|run|hosting|host|holding|hold)(?: the| your| our)? (?:\w+ )?{_EVENTS})\b", re.IGNORECASE)
+_GETTING_READY = re.compile(r"\b(?:before|for|prepar\w*|pre-|leading|choos\w*|pick\w*|set|meeting|"
+                            r"invit\w*|registration|tickets?|ads?|advert\w*)\b", re.IGNORECASE)
 
 
 def nothing_before_the_event(goal: str, titles: Sequence[str]) -> bool:
@@ -418,8 +441,9 @@ def nothing_before_the_event(goal: str, titles: Sequence[str]) -> bool:
     had no step named for the day)."""
     from agent.core.facts import holds_an_event, prepared_event
 
+    first = titles[0] if titles else ""
     return (len(titles) > 1 and (prepared_event(goal) or holds_an_event(goal))
-            and bool(EVENT_DAY.search(titles[0])))
+            and bool(_THE_EVENT_ITSELF.search(first)) and not _GETTING_READY.search(first))
 
 
 def combine_criteria(checks: Checks, *, chores: int, essential: Sequence[str], said: frozenset[str],
