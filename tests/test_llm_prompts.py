@@ -122,6 +122,20 @@ def test_the_criteria_request_names_no_verbs_for_the_model_to_copy():
     assert "this task is not done" in sub.prompt and "a verb and what it is done to" in sub.prompt
 
 
+def test_criteria_that_are_getting_ready_to_plan_are_chores():
+    """Japan, make demo 2026-12-07: two of three scorers' lists were "Book accommodations;
+    Schedule transportation; Secure visa; Prepare for the trip" and "Choose accommodation;
+    Select activities; Secure travel insurance; Confirm dates; Prepare budget; Finalize plan";
+    "organize schedule" came from all three of the garage sale's."""
+    got = P.parse_criteria({"essential": [
+        "Prepare for the trip", "Prepare budget", "Confirm dates", "Finalize plan", "Organize schedule",
+        "Book flights to Osaka", "Prepare the soil bed", "Buy a rail pass"]})
+    assert got == ("Book flights to Osaka", "Prepare the soil bed", "Buy a rail pass")
+    with pytest.raises(LLMBadOutput, match="at least 3"):
+        P.parse_criteria({"essential": ["Prepare for the trip", "Set a budget", "Create an itinerary",
+                                        "Finalize plan", "Book flights to Osaka"]})
+
+
 def test_an_outline_refinement_carries_the_earlier_sections_and_what_is_missing():
     req = P.outline_request(F, path=[], title=GOAL, description="", max_children=6, strategy="by place",
                             previous=SPLIT, feedback=["missing: Buy travel insurance"])

@@ -1331,6 +1331,26 @@ def test_a_detail_sentence_said_under_an_earlier_action_goes():
     assert lines[2] == "- Put up signs."  # its only sentence was said already
 
 
+def test_a_fortnight_in_one_step_of_six_is_sent_back_for_the_trip():
+    """Japan, make demo 2026-12-07: the winning split gave the two weeks one step of six,
+    over a draft with a step for Tokyo and one for Kyoto."""
+    from agent.core import facts as fx
+    from agent.core.scoring import TRIP_DAYS, one_step_for_the_trip
+
+    goal = "Plan a two-week trip to Japan"
+    ready = ["Define Objectives", "Research and Planning", "Purchase Necessary Items", "Travel Preparation",
+             "Travel Documentation", "Travel Execution"]
+    away = ["Booking and Arriving in Japan", "Exploring Tokyo", "Exploring Kyoto", "Planning for the Return",
+            "Post-Trip"]
+    assert one_step_for_the_trip(goal, ready, 14) and not one_step_for_the_trip(goal, away, 14)
+    assert not one_step_for_the_trip("Plan a weekend trip to Paris", ["Book the train", "Pack", "Paris"], 2)
+    assert not one_step_for_the_trip("Organise a garage sale", ready, 14)  # no journey
+    facts = fx.brief_facts({"duration": "14 days", "dates": "2027-01-04 to 2027-01-17"}, goal)
+    v_ready, v_away = work.rank_splits(goal, [[{"title": t, "description": ""} for t in s] for s in (ready, away)],
+                                       ["Book flights", "Book accommodations", "Visit temples"], facts=facts)
+    assert TRIP_DAYS in v_ready.missing and not v_ready.acceptable and v_away.rank == 1
+
+
 def test_the_day_the_goals_own_work_is_done_is_work():
     """The move, make demo 2026-12-07: "Move Day" counted as a step naming no work (the
     goal's word and "day"), so "Pre-Move Preparation; Move Day; Post-Move Setup; ..." had 2

@@ -22,6 +22,7 @@ from agent.core.scoring import (
     EVENT_ITSELF,
     GET_READY,
     TRIP_ITSELF,
+    TRIP_DAYS,
     chore_count,
     umbrella_count,
     combine_criteria,
@@ -30,6 +31,7 @@ from agent.core.scoring import (
     nothing_before_the_event,
     returns_to_the_destination,
     misses_the_trip,
+    one_step_for_the_trip,
     wrap_up_extra,
     covers,
     cross_branch_feedback,
@@ -308,7 +310,8 @@ def rank_splits(title: str, splits: Sequence[Sequence[dict]], essential: Sequenc
         concrete = sum(fx.concrete_marks(f"{t}. {d}") for t, d in zip(titles, descs)) / max(1, len(titles))
         event = [] if ancestors else [EVENT_ITSELF] if misses_the_event(title, titles) \
             else [GET_READY] if nothing_before_the_event(title, titles) \
-            else [TRIP_ITSELF] if misses_the_trip(title, titles) else []
+            else [TRIP_ITSELF] if misses_the_trip(title, titles) \
+            else [TRIP_DAYS] if one_step_for_the_trip(title, titles, facts.days) else []
         gap = None if ancestors else days_left_out(title, titles, facts.days, descs)
         event += [gap] if gap else []
         if len(titles) < min_steps:

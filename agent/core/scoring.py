@@ -313,6 +313,25 @@ EVENT_ITSELF = "the event itself, on its day"
 
 
 TRIP_ITSELF = "the days of the trip itself, where it goes and what is done there"
+TRIP_DAYS = "the days of the trip in two or more steps of their own, where it goes and what is done there"
+# a step of a journey that is not on the trip: getting ready for it, or after it
+_OFF_THE_TRIP = re.compile(r"\b(?:prepar\w*|document\w*|insurance|budget\w*|purchas\w*|buy\w*|research\w*|plan\w*|"
+                           r"objectives?|book\w*|reserv\w*|visas?|pack\w*|return\w*|post-trip|after the trip|"
+                           r"reflect\w*|follow[- ]?up)\b", re.IGNORECASE)
+LONG_TRIP_DAYS = 7
+
+
+def one_step_for_the_trip(goal: str, titles: Sequence[str], days: int | None) -> bool:
+    """Whether a split of a journey of a week or more gives the trip itself at most one step,
+    the rest being getting ready and coming back (Japan, make demo 2026-12-07: "Define
+    Objectives; Research and Planning; Purchase Necessary Items; Travel Preparation; Travel
+    Documentation; Travel Execution" won over "Booking and Arriving in Japan; Exploring Tokyo;
+    Exploring Kyoto; Planning for the Return; Post-Trip", and the fortnight was one step)."""
+    from agent.core.facts import journey
+
+    if not journey(goal) or (days or 0) < LONG_TRIP_DAYS or len(titles) < 3:
+        return False
+    return sum(1 for t in titles if not _OFF_THE_TRIP.search(t)) < 2
 
 
 def misses_the_trip(goal: str, titles: Sequence[str]) -> bool:

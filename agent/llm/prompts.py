@@ -498,9 +498,9 @@ def criteria_request(frame: Frame, *, path: Sequence[str], title: str, descripti
     The work is asked for as "a verb and what it is done to", naming no verb: asked for "what
     is booked, bought, built, written, paid or done", the model wrote those verbs (2026-12-07,
     qwen2.5-1.5b, seven goals x 3 seeds): "buy water; buy gloves" to repot a plant, "buy
-    items" for a garage sale, "buy food; buy hotel" for Japan, "buy organise bookswap; build
-    organise bookswap": 79 of 137 items began with buy, purchase, build, pay or write, and
-    refinements added them as steps. Asked this way: 4 of 116 ("Buy new flat" twice for a
+    items" for a garage sale, "buy food; buy hotel" for Japan, "buy 5-8 pieces of books;
+    build a swap space; write a plan": 79 of 137 items began with buy, purchase, build, pay
+    or write, and refinements added them as steps. Asked this way: 4 of 116 ("Buy new flat" twice for a
     move, "pay the rent", "Purchase tickets"), and "Knead dough; Shape into loaf" where the
     old words gave "buy flour; buy water; buy salt"."""
     lines = []
@@ -524,7 +524,11 @@ def criteria_request(frame: Frame, *, path: Sequence[str], title: str, descripti
     }, 0.3, seed)
 
 
-_CHORE_ITEM = re.compile(r"^(?:research|decide|plan|determine|identify|review|consider|brainstorm|think)\b",
+_CHORE_ITEM = re.compile(r"^(?:research|decide|plan|determine|identify|review|consider|brainstorm|think|"
+                         # "Prepare for the trip; Prepare budget; Confirm dates; Finalize plan" (Japan,
+                         # make demo 2026-12-07: two of three scorers' whole lists), "organize schedule"
+                         r"finali[sz]e|confirm|prepare (?:for\b|(?:a |the )?budget)|(?:set|create|make) (?:a |an |the )?"
+                         r"(?:budget|plan|itinerary|schedule)\b|organi[sz]e (?:the |a )?schedule)\b",
                          re.IGNORECASE)
 
 
