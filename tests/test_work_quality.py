@@ -1148,6 +1148,10 @@ def test_a_journeys_steps_before_setting_off_come_before_its_dates():
             (date(2027, 4, 8), date(2027, 4, 10)), (date(2027, 4, 11), date(2027, 4, 14))]
     assert windows(0, ["Tokyo", "Book a ryokan in Kyoto", "Osaka", "Fly home"]) == even
     assert windows(0, title="Write a family cookbook of 40 recipes") == even
+    # "Hotel Booking" and "Transportation Planning" are done before setting off too (Japan, make
+    # demo 2026-12-07: the flights and the hotel were booked during the trip, read blind twice)
+    booked = windows(0, ["Transportation Planning", "Hotel Booking", "Arriving in Tokyo", "Exploring Kyoto"])
+    assert [w[1] < date(2027, 4, 1) for w in booked] == [True, True, False, False]
 
 
 def test_the_step_that_holds_the_event_gets_its_days_and_the_wrap_up_the_week_after():

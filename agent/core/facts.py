@@ -910,7 +910,11 @@ def journey(goal: str) -> bool:
 DEPARTURE_PREP = re.compile(
     r"^(?:(?:initial |pre-?trip |trip |travel )?(?:research\w*|plan\w*|book\w*|reserv\w*|prepar\w*|pack\w*|"
     r"budget\w*|visas?|passports?|insurance|documents?|vaccinat\w*|getting ready|before (?:you go|departure|leaving)|"
-    r"flights?|tickets?|choos\w*|select\w*|decid\w*|defin\w*|arrang\w*|schedul\w*))\b", re.IGNORECASE)
+    r"flights?|tickets?|choos\w*|select\w*|decid\w*|defin\w*|arrang\w*|schedul\w*))\b"
+    # "Hotel Booking", "Transportation Planning", "Flight and Hotel Reservations": dated on the
+    # trip's days, the flights and the hotel were booked after setting off (Japan, make demo
+    # 2026-12-07, read blind twice)
+    r"|^(?:[a-z]+\s+(?:and\s+[a-z]+\s+)?)(?:bookings?|planning|reservations?|research)\s*$", re.IGNORECASE)
 TRIP_LEAD_DAYS = 42  # at most this long before setting off, and never before the goal was set
 TRIP_BOOKING_DAYS = 28  # a trip the goal does not date sets off no sooner than this after it was set
 # a goal that says when, soon: its own word, not the booking time, decides the start
