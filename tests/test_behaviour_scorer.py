@@ -190,6 +190,28 @@ def test_bad_llm_output_scores_on_the_checks_alone_and_unavailable_backs_off():
     assert len(r.asks) == n_asks  # backing off, not hammering the server
 
 
+def test_unusable_criteria_are_asked_for_once_more_then_the_checks_alone_judge():
+    """Japan, make demo 2026-12-07 (twice): one of three scorers had no usable criteria and
+    ranked the splits on the checks alone."""
+    g, hellos, ps = setup(props=1, decomposers=1)
+    answers = iter([LLMBadOutput("every item a chore")])
+
+    def first_bad(req):
+        return next(answers, None) or LLMReply(scripted_answer(req)) if req.kind == "rank" \
+            else LLMReply(scripted_answer(req))
+
+    r = Run([g] + hellos[:1] + ps, answer=first_bad)
+    r.step(T0 + 2000)
+    assert [a.request.kind for a in r.asks].count("rank") == 2
+    assert r.sc.criteria[g.id]  # the second answer's criteria judge the splits
+    # always unusable: asked twice in all, then judged on the checks alone
+    r = Run([g] + hellos[:1] + ps, answer=lambda req: LLMBadOutput("garbage"))
+    r.step(T0 + 2000)
+    r.step(T0 + 3000)
+    assert [a.request.kind for a in r.asks].count("rank") == 2
+    assert r.sc.criteria[g.id] == () and r.votes()
+
+
 def test_scoring_stops_when_the_node_is_decided():
     g, hellos, ps = setup(props=2)
     r = Run([g] + hellos + ps)

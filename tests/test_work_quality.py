@@ -1335,6 +1335,64 @@ def test_a_detail_sentence_said_under_an_earlier_action_goes():
     assert lines[2] == "- Put up signs."  # its only sentence was said already
 
 
+def test_an_action_said_again_with_more_in_its_detail_is_said_once_in_its_fuller_words():
+    """Japan, make demo 2026-12-07: "Choose a reputable travel guide that covers Japan and the
+    surrounding regions - Choose a reputable travel guide ... and use it to plan your trip"."""
+    guide = "Choose a reputable travel guide that covers Japan and the surrounding regions"
+    out = prompts.parse_execution({"actions": [
+        {"do": f"Research and Planning: {guide}", "cost": "", "when": "2026-12-07",
+         "detail": f"{guide} and use it to plan your trip. Buy it at Kinokuniya in Shinjuku."},
+        {"do": "Book the hotel", "cost": "", "when": "", "detail": "Book the hotel near Tokyo Station."},
+        {"do": "Pack the bags", "cost": "", "when": "", "detail": "Pack light: laundry is cheap."},
+    ]})
+    lines = out.splitlines()
+    assert lines[0] == (f"- Research and Planning: {guide} and use it to plan your trip — "
+                        "Buy it at Kinokuniya in Shinjuku (2026-12-07).")
+    assert lines[1] == "- Book the hotel near Tokyo Station."
+    assert out.count(guide) == 1
+
+
+def test_a_detail_that_is_another_action_said_again_goes():
+    """Japan, make demo 2026-12-07: the detail of "Make sure to book your flight and train
+    tickets ahead of time" was the action before it, word for word."""
+    flight = "Choose a flight from Tokyo to your destination using the flight you selected"
+    out = prompts.parse_execution({"actions": [
+        {"do": flight, "cost": "", "when": "", "detail": "Use Skyscanner to compare fares."},
+        {"do": "Book your flight and train tickets ahead of time", "cost": "", "when": "",
+         "detail": f"{flight}. Seats sell out around New Year."},
+        {"do": "Check the weather", "cost": "", "when": "", "detail": "Pack for snow in Hokkaido."},
+    ]})
+    lines = out.splitlines()
+    assert out.count(flight) == 1
+    assert lines[1] == "- Book your flight and train tickets ahead of time — Seats sell out around New Year."
+
+
+def test_a_cost_written_as_a_sentence_is_shown_as_its_amount():
+    """Japan, make demo 2026-12-07: "(The cost for this action is 500 JPY for; 2027-01-06 to
+    2027-01-08)"."""
+    out = prompts.parse_execution({"actions": [
+        {"do": "Book the hotel online", "cost": "The cost for this action is 100 JPY for",
+         "when": "The date is 2027-01-06", "detail": ""},
+        {"do": "Buy a rail pass", "cost": "The price is about 50,000 JPY", "when": "", "detail": ""},
+        {"do": "Eat out in Shibuya", "cost": "about 3,000 JPY per person", "when": "", "detail": ""},
+    ]}, currency="JPY")
+    assert out.splitlines() == ["- Book the hotel online (100 JPY; 2027-01-06).",
+                                "- Buy a rail pass (50,000 JPY).", "- Eat out in Shibuya (about 3,000 JPY per person)."]
+
+
+def test_the_detail_of_an_action_said_again_more_fully_is_kept():
+    """A review's finding: the fuller action replaced the first, and the first one's detail
+    went with it."""
+    out = prompts.parse_execution({"actions": [
+        {"do": "Set up the trestle tables", "cost": "", "when": "", "detail": "Borrow two trestles from the church hall."},
+        {"do": "Put up signs", "cost": "", "when": "", "detail": "Tape them to lamp posts on Mill Lane."},
+        {"do": "Set up the trestle tables and chairs", "cost": "", "when": "", "detail": "Line them along the drive."},
+    ]})
+    lines = out.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("- Set up the trestle tables and chairs — Line them along the drive.")
+    assert "Borrow two trestles from the church hall" in lines[0]
+
+
 def test_a_fortnight_in_one_step_of_six_is_sent_back_for_the_trip():
     """Japan, make demo 2026-12-07: the winning split gave the two weeks one step of six,
     over a draft with a step for Tokyo and one for Kyoto."""
@@ -1604,7 +1662,7 @@ def test_a_detail_that_says_its_action_again_keeps_only_what_it_adds():
         {"do": "Create a Website and Social Media Accounts: Create a website for the conference", "cost": "",
          "when": "", "detail": ""}]})
     assert out.splitlines() == [
-        "- Publicize the event to attract attendees \u2014 Using social media, email lists and local meetups.",
+        "- Publicize the event to attract attendees using social media, email lists and local meetups.",
         "- Develop a marketing plan for the conference \u2014 Post weekly on LinkedIn and send two newsletters.",
         "- Create a website for the conference with the event, speakers and schedule.",
         # a label that says more than its text is kept

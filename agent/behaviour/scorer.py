@@ -34,6 +34,7 @@ from .timing import Timing
 from .votes import fallback_value, public_leader
 
 APPROVE_TIE = 0.02  # verdicts this close count as a tie (broken by the lower id)
+CRITERIA_RETRIES = 1  # unusable criteria answers asked again before judging on the checks alone
 
 
 @dataclass
@@ -85,6 +86,7 @@ class Scorer(Behaviour):
         # node -> my criteria for its splits (the essential work it needs; () when my LLM's
         # answer was unusable: the checks alone)
         self.criteria: dict[str, tuple[str, ...]] = {}
+        self.criteria_asked: dict[str, int] = {}  # node -> unusable criteria answers so far
         self.atomic: dict[str, bool] = {}  # node -> can it be done as it is, as one step?
         self.readings: dict[str, tuple[bool, list[str], str]] = {}  # result -> my review
         self._checks: dict[str, list[str]] = {}  # result -> what the deterministic checks found
@@ -469,9 +471,15 @@ class Scorer(Behaviour):
             except LLMBadOutput as exc:
                 answer = exc
         if not criteria:
-            out += [Count(Metric.LLM_BAD_OUTPUT),
-                    log("info", "LLM criteria unusable; judging on the checks alone", node=n.id,
-                        error=str(answer)[:200])]
+            out.append(Count(Metric.LLM_BAD_OUTPUT))
+            tries = self.criteria_asked[n.id] = self.criteria_asked.get(n.id, 0) + 1
+            if tries <= CRITERIA_RETRIES:
+                # asked again (another seed): a scorer without criteria ranks on the checks
+                # alone, and in both Japan runs of 2026-12-07 one of three had none
+                return out + [log("info", "LLM criteria unusable; asking again", node=n.id,
+                                  error=str(answer)[:200], attempt=tries)] + self._poll(tree, now)
+            out.append(log("info", "LLM criteria unusable; judging on the checks alone", node=n.id,
+                           error=str(answer)[:200]))
         self.criteria[n.id] = criteria
         return out + [log("info", "criteria", node=n.id, essential=list(criteria))] + self._poll(tree, now)
 

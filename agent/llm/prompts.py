@@ -744,6 +744,14 @@ _ZERO = re.compile(r"^(?:about |around |approx\.? |~)?(?:[$€£¥]\s?)?0+(?:[.,
 
 
 _FIELD_LABEL = re.compile(r"^(?:when|date|dates|cost|price|amount)\s*:\s*", re.IGNORECASE)
+# a field written as a sentence, cut at its bound ("The cost for this action is 500 JPY for",
+# Japan, make demo 2026-12-07, shown as "(The cost for this action is 500 JPY for; ...)"):
+# its value
+_FIELD_SAID = re.compile(r"^(?:the |this |its )?(?:total |estimated |approximate )?(?:cost|price|fee|date|day)s?"
+                         r"(?: (?:for|of) (?:this|the|each) (?:action|step|item|task))?"
+                         r"\s+(?:is|are|will be|would be|should be)\s+(?:about |around |approximately )?(?=\S)",
+                         re.IGNORECASE)
+_DANGLING_WORD = re.compile(r"(?:\s+(?:for|per|of|to|and|in|at|on|by|the|a|an))+$", re.IGNORECASE)
 
 
 def _extra(value: Any, currency: str) -> str:
@@ -752,6 +760,7 @@ def _extra(value: Any, currency: str) -> str:
     nothing and does not add up against the budget."""
     # a field that names itself ("when: 2027-01-12; 2027-01-13", Warsaw, measured) is its value
     parts = [_FIELD_LABEL.sub("", p.strip(" '\"`.;,")).strip(" '\"`.;,") for p in _clean_text(value, 40).split(";")]
+    parts = [_DANGLING_WORD.sub("", _FIELD_SAID.sub("", p)) if _FIELD_SAID.match(p) else p for p in parts]
     # "0 EUR", "about 0 EUR": nothing paid, said as a price (seen on every free action)
     parts = [p for p in dict.fromkeys(parts) if p.casefold() not in _NO_VALUE and not _ZERO.match(p)]
     if not parts:
@@ -826,7 +835,13 @@ def parse_execution(answer: Any, *, currency: str = "", one_day: str = "") -> st
     said: list[frozenset[str]] = []  # each line's meaning words
     seen: set[str] = set()
     told_by: list[set[str]] = []  # each line's detail sentences, as words
-    for act in a.actions:
+    details: list[str] = []  # each line's detail
+    # every action's own words: a detail that is another action of the answer said again is
+    # no content of this one ("Make sure to book your flight and train tickets ahead of time -
+    # Choose a flight from Tokyo ... using the flight you selected in Stage 2", the action
+    # before it: Japan, make demo 2026-12-07)
+    actions_said = [content_stems(_unlabelled_do(x.do)) for x in a.actions]
+    for k, act in enumerate(a.actions):
         raw = act.do
         # cut by its length bound ("... Consider the"; "... designing a unique and", 143 characters
         # once its spaces were squeezed: bakery, measured): its whole sentences
@@ -841,6 +856,7 @@ def parse_execution(answer: Any, *, currency: str = "", one_day: str = "") -> st
             said_when = said_when or next((p for p in got if _ISO_DAY.search(p)), "")
         # (the separator is the line's own: an action that holds it would split the line there)
         do = _sentence(_label_said_again(_unfinished(raw.replace(DETAIL_SEP.strip(), "-"), ACTION_MAX)))
+        do, act_detail = _said_fuller(do, act.detail)
         if not do or do.casefold() in seen or _LABEL_ONLY.match(do) or _NO_ACTION.match(do):
             continue
         seen.add(do.casefold())
@@ -864,7 +880,9 @@ def parse_execution(answer: Any, *, currency: str = "", one_day: str = "") -> st
         if len(words) >= 2 and any(words <= w for w in said):
             continue
         fuller = [i for i, w in enumerate(said) if len(w) >= 2 and w < words]
-        detail = _detail(act.detail, do)
+        others = [w for j, w in enumerate(actions_said) if j != k and len(w) >= 3]
+        detail = _detail(" ".join(x for x in _SENTENCES.split(act_detail)
+                                  if len(content_stems(x)) < 3 or not any(content_stems(x) <= w for w in others)), do)
         # a detail's sentence said under an earlier action that stays goes ("The garage is
         # located at 123 Elm St, Los Angeles" under three actions of one step: garage sale,
         # make demo 2026-12-07)
@@ -877,16 +895,45 @@ def parse_execution(answer: Any, *, currency: str = "", one_day: str = "") -> st
         text = f"{do[:-1]}{DETAIL_SEP}{detail}" if detail else do
         line = f"- {text[:-1]} ({'; '.join(extra)})." if extra else f"- {text}"
         if fuller:
-            lines[fuller[0]], said[fuller[0]], told_by[fuller[0]] = line, words, mine
+            # the detail of the action it replaces stays where this one's does not say it
+            # ("The sale is on Saturday" under "Set up tables", then "Set up tables and
+            # chairs" without it)
+            lost = [x for i in fuller for x in _SENTENCES.split(details[i])
+                    if x.strip() and not content_stems(x) <= content_stems(f"{do} {detail}")]
+            if lost:
+                detail = _sentence(" ".join([detail] * bool(detail) + lost), DETAIL_MAX)
+                mine |= {_as_words(x) for x in lost if len(tokens(x)) >= 3}
+                text = f"{do[:-1]}{DETAIL_SEP}{detail}"
+                line = f"- {text[:-1]} ({'; '.join(extra)})." if extra else f"- {text}"
+            lines[fuller[0]], said[fuller[0]], told_by[fuller[0]], details[fuller[0]] = line, words, mine, detail
             for i in reversed(fuller[1:]):
-                del lines[i], said[i], told_by[i]
+                del lines[i], said[i], told_by[i], details[i]
             continue
         lines.append(line)
         said.append(words)
         told_by.append(mine)
+        details.append(detail)
     if not lines:
         raise LLMBadOutput("execution result has no usable action")
     return "\n".join(lines)[:RESULT_MAX]
+
+
+def _said_fuller(do: str, detail: str) -> tuple[str, str]:
+    """An action and its detail when the detail's first sentence is the action said again with
+    more ("Choose a reputable travel guide that covers Japan - Choose a reputable travel guide
+    that covers Japan and use it to plan your trip", make demo 2026-12-07: read as the plan
+    saying everything twice): the action in its fuller words, the detail what is left."""
+    parts = [p for p in _SENTENCES.split(str(detail).strip()) if p.strip()]
+    if not do or not parts:
+        return do, detail
+    m = _SHORT_LABEL.match(do)
+    label = do[:m.end()] if m and _unlabelled_do(do) != do else ""
+    mine, first = tokens(do[len(label):]), tokens(parts[0])
+    if len(mine) >= 3 and len(first) > len(mine) and first[:len(mine)] == mine:
+        fuller = _sentence(label + parts[0], ACTION_MAX + 40)
+        if len(fuller) <= ACTION_MAX:
+            return fuller, " ".join(parts[1:])
+    return do, detail
 
 
 def _as_words(sentence: str) -> str:
