@@ -62,7 +62,7 @@ def setup(props=1, decomposers=3):
     g = goal(U, scorers=3)
     hellos = [hello(d, "decomposer") for d in D[:decomposers]]
     # splits that take up the scripted criteria's essential work (the goal's topic, Japan)
-    ps = [proposal(D[i], g.id, [f"Place {i}a in Japan", f"Place {i}b", f"Place {i}c"], wall=1000 + i)
+    ps = [proposal(D[i], g.id, [f"Book flights for place {i}a in Japan", f"Place {i}b", f"Place {i}c"], wall=1000 + i)
           for i in range(props)]
     return g, hellos, ps
 

@@ -2052,3 +2052,82 @@ def test_a_summary_says_each_sentence_once():
     # sentences with words of their own stay, whatever their numbers
     two = "Book the hall for 200 guests on 12 May. Book the caterer for 200 guests on 12 May."
     assert prompts.synthesis_summary(prompts.parse_synthesis({"summary": two}, ["Hall", "Food"])) == two
+
+
+def test_a_room_a_flight_or_a_venue_priced_below_any_real_price_is_sent_back():
+    """Japan, make demo 2026-12-07: "Book the hotel online (100 JPY)" and a hotel search at
+    500 JPY, under a dollar each; read by the blind readers as the plan not knowing prices."""
+    from agent.core import facts as fx
+
+    jp = fx.brief_facts({"currency": "JPY", "people": "2"}, "Plan a two-week trip to Japan")
+    bad = ("- Book the hotel online — Use the hotel's own site (100 JPY).\n"
+           "- Stay in a ryokan in Kyoto (500 JPY; 2027-01-08).\n"
+           "- Buy a 7-day JR Pass (2,000 JPY).\n"
+           "- Take the bus to the hotel (210 JPY).\n"
+           "- Compare hotels in Shinjuku on Booking.com (300 JPY).\n"
+           "- Book the flight to Osaka — Seats are from 9,000 JPY, so the 100 JPY deposit is not the fare "
+           "(12,000 JPY).")
+    cheap = fx.too_cheap(bad, jp)
+    assert cheap == ["'Book the hotel online' at 100 JPY", "'Stay in a ryokan in Kyoto' at 500 JPY",
+                     "'Buy a 7-day JR Pass' at 2,000 JPY"]
+    problems = fx.result_problems(bad, jp, min_marks=0)
+    assert any(p.startswith("prices 'Book the hotel online' at 100 JPY") for p in problems)
+    # real prices, small things and a currency without a rate pass
+    fine = ("- Book the Hotel Gracery Shinjuku (18,000 JPY per night).\n- Buy a Suica card (2,000 JPY).\n"
+            "- Fly Tokyo to Sapporo with Peach (9,800 JPY).")
+    assert fx.too_cheap(fine, jp) == []
+    eur = fx.brief_facts({"currency": "EUR"}, "Hold a garage sale")
+    assert fx.too_cheap("- Hire a venue for the day (5 EUR).\n- Decorate the venue (5 EUR).", eur) == [
+        "'Hire a venue for the day' at 5 EUR"]
+    assert fx.too_cheap("- Book the hotel (5 XYZ).", fx.brief_facts({"currency": "XYZ"}, "Visit X")) == []
+
+
+def test_a_key_line_leaves_out_a_label_that_is_its_steps_title():
+    """Japan, make demo 2026-12-07: "1. Planning and Research: Research and Planning: Choose a
+    reputable travel guide ..." in the plan's overview."""
+    from agent.core import facts as fx
+
+    jp = fx.brief_facts({"currency": "JPY"}, "Plan a two-week trip to Japan")
+    result = ("- Research and Planning: Choose a reputable travel guide (2026-12-07).\n"
+              "- Online Research: Compare hotels in Shinjuku (2026-12-08).")
+    line = fx.key_line(result, jp, title="Planning and Research")
+    assert line.startswith("Choose a reputable travel guide; online Research: Compare hotels in Shinjuku")
+    assert fx.key_line(result, jp).startswith("Research and Planning: Choose")  # no title, nothing known
+
+
+def test_a_journey_split_that_starts_on_arrival_is_missing_the_way_there():
+    """Japan, make demo 2026-12-07: "Arrival in Japan; Traveling to Tokyo; Exploring the Tokyo
+    Area; Traveling to Kyoto; Exploring the Kyoto Area" was voted through: no flight, and two
+    hotels booked for the whole fortnight."""
+    from agent.core.scoring import SET_OFF_READY, nothing_before_setting_off
+
+    goal = "Plan a two-week trip to Japan"
+    arrived = ["Arrival in Japan", "Traveling to Tokyo", "Exploring the Tokyo Area", "Traveling to Kyoto",
+               "Exploring the Kyoto Area"]
+    assert nothing_before_setting_off(goal, arrived, ["Check in at the hotel; meet the team"] + [""] * 4, 14)
+    # a first step that gets there, or any step that books, is no such split; nor a day out
+    assert not nothing_before_setting_off(goal, ["Arrival and Check-in", "Tokyo", "Kyoto"],
+                                          ["Book Flights: Book your flights to Tokyo", "", ""], 14)
+    assert not nothing_before_setting_off(goal, ["Book flights and a rail pass"] + arrived, [], 14)
+    assert not nothing_before_setting_off("Hold a garage sale", ["Arrival", "Selling"], [], 14)
+    assert not nothing_before_setting_off("Plan a day trip to Brighton", ["Arrival", "The pier", "Lunch"], [], 1)
+    v = work.rank_splits(goal, [[{"title": t, "description": ""} for t in arrived],
+                                [{"title": t, "description": ""} for t in ["Book flights and hotels"] + arrived]],
+                         None, facts=__import__("agent.core.facts", fromlist=["x"]).brief_facts(
+                             {"duration": "14 days"}, goal))
+    assert SET_OFF_READY in v[0].feedback and v[0].rank == 2 and SET_OFF_READY not in v[1].feedback
+
+
+def test_a_named_sight_visited_in_two_steps_is_a_repeat_but_booking_it_first_is_not():
+    """Japan, make demo 2026-12-07: "Visit the Shibuya Crossing" on day 3 and "Explore the
+    Shibuya Crossing" on day 4; the Kwansei Museum twice too."""
+    from agent.core import facts as fx
+
+    tokyo = ("- Visit the Shibuya Crossing (Crossing) at 1:00 PM on 2027-01-06 — It is busiest at 6 pm.\n"
+             "- Book timed tickets for the Mori Art Museum (2,000 JPY).")
+    again = ("- Explore the Shibuya Crossing - The Shibuya Crossing is a busy crossing (2027-01-07).\n"
+             "- Visit the Mori Art Museum at 10 am (2027-01-08).\n"
+             "- Visit Kyoto on a day trip (2027-01-09).")
+    rep = fx.repeated_actions(again, [("Traveling to Tokyo", tokyo)])
+    assert [ln for ln, _t in rep] == [again.splitlines()[0]]
+    assert fx.repeated_actions("- Visit Kyoto by train.", [("Day trips", "- Visit Kyoto on day 5.")]) == []

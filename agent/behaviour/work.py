@@ -29,6 +29,8 @@ from agent.core.scoring import (
     days_left_out,
     misses_the_event,
     nothing_before_the_event,
+    nothing_before_setting_off,
+    SET_OFF_READY,
     returns_to_the_destination,
     misses_the_trip,
     one_step_for_the_trip,
@@ -311,7 +313,8 @@ def rank_splits(title: str, splits: Sequence[Sequence[dict]], essential: Sequenc
         event = [] if ancestors else [EVENT_ITSELF] if misses_the_event(title, titles) \
             else [GET_READY] if nothing_before_the_event(title, titles) \
             else [TRIP_ITSELF] if misses_the_trip(title, titles) \
-            else [TRIP_DAYS] if one_step_for_the_trip(title, titles, facts.days) else []
+            else [TRIP_DAYS] if one_step_for_the_trip(title, titles, facts.days) \
+            else [SET_OFF_READY] if nothing_before_setting_off(title, titles, descs, facts.days) else []
         gap = None if ancestors else days_left_out(title, titles, facts.days, descs)
         event += [gap] if gap else []
         if len(titles) < min_steps:
@@ -692,7 +695,7 @@ def result_from(answer: dict, tree: Tree, node: NodeView, claim_id: str, *, synt
     if synthesis:
         facts = brief_facts(tree, node)
         output = P.parse_synthesis(answer, [c.title for c in node.children],
-                                   [fx.key_line(child_answer(c), facts,
+                                   [fx.key_line(child_answer(c), facts, title=c.title,
                                                 window=None if one_day(tree, c) else step_window(tree, c))
                                     for c in node.children])
     else:

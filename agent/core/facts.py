@@ -214,7 +214,7 @@ _NEXT_SENTENCE = re.compile(tx.NOT_AN_ABBREVIATION + r"(?<=[.!?])\s+(?=[A-Z])")
 
 
 def key_line(result: str, facts: "BriefFacts", *, actions: int = 2,
-             window: "tuple[_dt.date, _dt.date] | None" = None) -> str:
+             window: "tuple[_dt.date, _dt.date] | None" = None, title: str = "") -> str:
     """A step's key content in one line, written by code from its result: its first actions
     (without their figures) and how many more it has, then what the whole step costs and when
     it happens (``window``: the step's part of the schedule, for one whose actions name no
@@ -229,6 +229,11 @@ def key_line(result: str, facts: "BriefFacts", *, actions: int = 2,
         # its first sentence: a step's action may say more ("Identify the target market for
         # your bakery. Who are you baking for? ...", bakery, make demo 2026-12-07)
         a = _NEXT_SENTENCE.split(_EXTRAS.sub("", action_head(a)).strip())[0].rstrip(".")
+        # a draft's label that is the step's own title goes: "Planning and Research: Research
+        # and Planning: Choose a travel guide" (Japan, make demo 2026-12-07)
+        label = _ACTION_LABEL.match(a)
+        if label and title and tx.content_stems(label.group(1)) <= tx.content_stems(title):
+            a = a[label.end() - 1:].strip()
         if a:
             dos.append(a[:1].lower() + a[1:] if dos else a)
     cost = sum(action_costs(result, facts)) if facts.currency else 0.0
@@ -1104,6 +1109,54 @@ def wrong_currency(text: str, facts: BriefFacts) -> list[str]:
     return out
 
 
+# What one unit of a currency is worth in US dollars, to an order of magnitude: only to tell a
+# price that cannot be right ("Book the hotel online (100 JPY)", under a dollar: Japan, make
+# demo 2026-12-07, read by every blind reader as the plan not knowing what things cost). The
+# floors below are a tenth or less of any real price, so rates that drift do not matter.
+USD_PER_UNIT = {"USD": 1.0, "EUR": 1.1, "GBP": 1.25, "JPY": 0.0067, "CNY": 0.14, "INR": 0.012, "KRW": 0.00072,
+                "CHF": 1.1, "CAD": 0.72, "AUD": 0.65, "NZD": 0.6, "SGD": 0.74, "HKD": 0.13, "MXN": 0.055,
+                "BRL": 0.18, "THB": 0.028, "TRY": 0.03, "SEK": 0.095, "NOK": 0.093, "DKK": 0.15, "PLN": 0.25,
+                "CZK": 0.043, "HUF": 0.0027, "RUB": 0.011, "VND": 0.00004, "PHP": 0.017, "IDR": 0.00006,
+                "MYR": 0.22, "ZAR": 0.054, "AED": 0.27}
+# what no one can buy for less than this many US dollars (a night's room, a flight, a rail
+# pass, a venue or a caterer), when it is what the action pays for
+_BIG_TICKETS = (
+    (re.compile(r"\b(?:flights?|airfares?|plane tickets?|air tickets?|airline tickets?)\b", re.I), 30.0),
+    (re.compile(r"\b(?:hotels?|hostels?|ryokans?|accommodations?|lodging|guest ?houses?|airbnb|b&b|inn)\b", re.I), 10.0),
+    (re.compile(r"\b(?:rail ?pass(?:es)?|jr pass|shinkansen|bullet train|interrail|eurail)\b", re.I), 15.0),
+    (re.compile(r"\b(?:venue|hall hire|car hire|car rental|rental car|rent a car|caterers?|catering|marquee)\b", re.I), 20.0),
+)
+
+
+_PAYS_FOR = re.compile(r"\b(?:book(?!ing\.com)|reserv|rent|hire|hiring|buy|purchas|pay|stay|fly|secur|order)\w*", re.I)
+# a room, a hall or a station named as where something else happens ("Take the bus to the
+# hotel", "Buy a snack near the station")
+_WHERE = re.compile(r"\b(?:to|from|near|into|around|outside|behind)\s+(?:(?:the|your|a|our|my)\s+)?(?:[\w'-]+\s+)?$",
+                    re.I)
+
+
+def too_cheap(text: str, facts: BriefFacts) -> list[str]:
+    """The action lines of a result that pay for a room, a flight, a rail pass or a venue less
+    than any of them costs (``_BIG_TICKETS``, in the brief's currency): "'Book the hotel
+    online' at 100 JPY" (empty: none, or a currency without a rate)."""
+    rate = USD_PER_UNIT.get(facts.currency or "")
+    if not rate:
+        return []
+    out = []
+    for ln in str(text).splitlines():
+        cost = _line_cost(ln, facts) if ln.strip() else 0.0
+        if cost <= 0:
+            continue
+        head = _EXTRAS.sub("", action_head(ln.strip().lstrip("-*• "))).strip()
+        if not _PAYS_FOR.search(head):
+            continue  # "Use Booking.com to compare hotels", "Decorate the venue": not the price of one
+        floor = max((usd for pat, usd in _BIG_TICKETS for m in pat.finditer(head)
+                     if not _WHERE.search(head[:m.start()])), default=0.0)
+        if cost * rate < floor:
+            out.append(f"'{head[:60].rstrip(' .')}' at {cost:,.0f} {facts.currency}")
+    return out
+
+
 def off_dates(text: str, facts: BriefFacts) -> list[str]:
     if not facts.dated:
         return []
@@ -1226,6 +1279,10 @@ def result_problems(text: str, facts: BriefFacts, *, siblings: Iterable[tuple[st
     cur = wrong_currency(text, facts)
     if cur:
         problems.append(f"amounts in {', '.join(cur)}; the brief's currency is {facts.currency or '/'.join(sorted(facts.currencies_ok))}")
+    cheap = too_cheap(text, facts)
+    if cheap:
+        problems.append(f"prices {'; '.join(cheap[:2])}, far below what it costs: give a real price in "
+                        f"{facts.currency}")
     dates = off_dates(text, facts)
     if dates:
         problems.append(f"dates in {', '.join(dates[:3])}, outside the brief's dates")
@@ -1326,7 +1383,11 @@ _SLOT_WORDS = frozenset(tx.content_stems("day morning afternoon evening night we
                                          "first second third next last final"))
 
 
-_BOOKS = re.compile(r"^[-*•\s]*(?:book|reserve|rent|hire|stay (?:at|in)|check (?:in|into)|choose|select)\b(.*)", re.I)
+# (and a named sight visited in two steps is one visit: "Visit the Shibuya Crossing" on day 3
+# and "Explore the Shibuya Crossing" on day 4, Japan, make demo 2026-12-07)
+# (booking the Louvre's tickets and visiting it are two actions)
+_BOOKS = re.compile(r"^[-*•\s]*(?:(book|reserve|rent|hire|stay (?:at|in)|check (?:in|into)|choose|select)|"
+                    r"visit|explore|see|tour)\b(.*)", re.I)
 _BOOKED_NAME = re.compile(r"\b(?:the )?([A-Z][\w'’-]+(?:\s+(?:[A-Z][\w'’-]+|de|da|do|of|la|le))*)")
 
 
@@ -1340,9 +1401,10 @@ def _booked_names(line: str) -> set[str]:
     if not m:
         return set()
     skip = set(MONTHS) | set(_WEEKDAYS)
-    names = {n.group(1).strip() for n in _BOOKED_NAME.finditer(m.group(1))}
+    names = {n.group(1).strip() for n in _BOOKED_NAME.finditer(m.group(2))}
+    kind = "" if m.group(1) else "visit: "
     # a city or country is where, not what ("Book a hotel in Lisbon" in two steps: two bookings)
-    return {n for n in names if len(n) > 3 and not n.isupper() and n.split()[0].lower() not in skip
+    return {kind + n for n in names if len(n) > 3 and not n.isupper() and n.split()[0].lower() not in skip
             and not gazetteer().lookup(n)}
 
 

@@ -344,6 +344,29 @@ def misses_the_trip(goal: str, titles: Sequence[str]) -> bool:
     return journey(goal) and bool(titles) and all(DEPARTURE_PREP.search(t.strip()) for t in titles)
 
 
+SET_OFF_READY = "getting there and the stay booked before setting off (flights or trains, rooms, documents)"
+# what a journey's first step names when it gets there too ("Arrival and Check-in :: Book
+# Flights: Book your flights to Tokyo ...")
+_GETTING_THERE = re.compile(r"\b(?:book\w*|reserv\w*|flights?|fly|plane|airfare|tickets?|visas?|passports?|"
+                            r"insurance|trains? to|ferry to|drive to|travel to)\b", re.IGNORECASE)
+
+
+def nothing_before_setting_off(goal: str, titles: Sequence[str], descriptions: Sequence[str] = (),
+                               days: int | None = None) -> bool:
+    """Whether a split of a journey is all on the trip, from its arrival on: no step books the
+    way there or the stay, and its first step does not either (Japan, make demo 2026-12-07:
+    "Arrival in Japan; Traveling to Tokyo; Exploring the Tokyo Area; Traveling to Kyoto;
+    Exploring the Kyoto Area" won, and the plan had no flight and two hotels for the whole
+    fortnight). Only for a stay of two days or more (``days``, the brief's): a day out needs
+    no room booked."""
+    from agent.core.facts import DEPARTURE_PREP, journey
+
+    if not journey(goal) or (days or 0) < 2 or len(titles) < 2 or any(DEPARTURE_PREP.search(t.strip()) for t in titles):
+        return False
+    first = f"{titles[0]} {descriptions[0] if descriptions else ''}"
+    return not _GETTING_THERE.search(first)
+
+
 # "Day 3", "Days 4-6", "Day 10 to 12" in a step's title
 # "Day 3", "Days 4-6", "Day 10 to Day 12", "Days 1, 2 and 3"; not "4 days 3 nights" (a count)
 _DAY_STEP = re.compile(r"(?<!\d)(?<!\d\s)\bdays?\s+(\d{1,3})((?:\s*(?:-|–|—|to|through|,|and|&)\s*(?:days?\s+)?\d{1,3})*)"
