@@ -213,6 +213,9 @@ def costs_of(text: str, facts: "BriefFacts") -> float:
 _NEXT_SENTENCE = re.compile(tx.NOT_AN_ABBREVIATION + r"(?<=[.!?])\s+(?=[A-Z])")
 
 
+_JOINERS = frozenset({"and", "the", "of", "a", "an", "for", "to", "in", "your"})
+
+
 def key_line(result: str, facts: "BriefFacts", *, actions: int = 2,
              window: "tuple[_dt.date, _dt.date] | None" = None, title: str = "") -> str:
     """A step's key content in one line, written by code from its result: its first actions
@@ -232,7 +235,11 @@ def key_line(result: str, facts: "BriefFacts", *, actions: int = 2,
         # a draft's label that is the step's own title goes: "Planning and Research: Research
         # and Planning: Choose a travel guide" (Japan, make demo 2026-12-07)
         label = _ACTION_LABEL.match(a)
-        if label and title and tx.content_stems(label.group(1)) <= tx.content_stems(title):
+        said = set(tx.tokens(label.group(1))) - _JOINERS if label else set()
+        named = set(tx.tokens(title)) - _JOINERS
+        # (all of the title's words, or all but one of three or more: "Venue:" under "Venue
+        # and Catering" says which half)
+        if said and said <= named and len(said) >= max(2, len(named) - 1) or said and said == named:
             a = a[label.end() - 1:].strip()
         if a:
             dos.append(a[:1].lower() + a[1:] if dos else a)
@@ -1121,10 +1128,10 @@ USD_PER_UNIT = {"USD": 1.0, "EUR": 1.1, "GBP": 1.25, "JPY": 0.0067, "CNY": 0.14,
 # what no one can buy for less than this many US dollars (a night's room, a flight, a rail
 # pass, a venue or a caterer), when it is what the action pays for
 _BIG_TICKETS = (
-    (re.compile(r"\b(?:flights?|airfares?|plane tickets?|air tickets?|airline tickets?)\b", re.I), 30.0),
-    (re.compile(r"\b(?:hotels?|hostels?|ryokans?|accommodations?|lodging|guest ?houses?|airbnb|b&b|inn)\b", re.I), 10.0),
-    (re.compile(r"\b(?:rail ?pass(?:es)?|jr pass|shinkansen|bullet train|interrail|eurail)\b", re.I), 15.0),
-    (re.compile(r"\b(?:venue|hall hire|car hire|car rental|rental car|rent a car|caterers?|catering|marquee)\b", re.I), 20.0),
+    (re.compile(r"\b(?:flights?|airfares?|plane tickets?|air tickets?|airline tickets?)\b", re.I), 12.0),
+    (re.compile(r"\b(?:hotels?|hostels?|ryokans?|accommodations?|lodging|guest ?houses?|airbnb|b&b|inn)\b", re.I), 4.0),
+    (re.compile(r"\b(?:rail ?pass(?:es)?|jr pass|shinkansen|bullet train|interrail|eurail)\b", re.I), 5.0),
+    (re.compile(r"\b(?:venue|hall hire|car hire|car rental|rental car|rent a car|caterers?|catering|marquee)\b", re.I), 8.0),
 )
 
 
@@ -1133,6 +1140,27 @@ _PAYS_FOR = re.compile(r"\b(?:book(?!ing\.com)|reserv|rent|hire|hiring|buy|purch
 # hotel", "Buy a snack near the station")
 _WHERE = re.compile(r"\b(?:to|from|near|into|around|outside|behind)\s+(?:(?:the|your|a|our|my)\s+)?(?:[\w'-]+\s+)?$",
                     re.I)
+
+
+# the room itself: "Stay at the Hotel Granvia", "two nights in a ryokan"
+_STAY_IN = re.compile(r"\b(?:stay|stays|staying|nights?|rooms?)\s+(?:at|in)\s+(?:(?:the|a|an|your|our)\s+)?(?:[\w'-]+\s+)?$",
+                      re.I)
+# what is bought at or for it: "Buy snacks for the flight", "the hotel breakfast", "in-flight Wi-Fi"
+_FOR_IT = re.compile(r"\b(?:for|at|in|on|with|of)\s+(?:(?:the|a|an|your|our|my)\s+)?(?:[\w'-]+\s+)?$|in-$", re.I)
+_ITS_EXTRAS = re.compile(r"^\S*\s*(?:breakfast|wi-?fi|internet|parking|snacks?|meals?|dinner|lunch|shuttle|transfer|"
+                         r"taxi|bus|tax|tips?|minibar|laundry|gym|spa|decorations?|deposit|insurance|upgrade|"
+                         r"bag(?:gage)?|luggage|seat|check-?in)\b", re.I)
+
+
+def _PAID_FOR(head: str, start: int, end: int) -> bool:
+    """Whether the big-ticket word at head[start:end] is what the action pays for, not where
+    something else happens or what a small purchase is for."""
+    before, after = head[:start], head[end:]
+    if _ITS_EXTRAS.match(after) and not after[:1].isalpha():
+        return False
+    if _STAY_IN.search(before):
+        return True
+    return not (_WHERE.search(before) or _FOR_IT.search(before))
 
 
 def too_cheap(text: str, facts: BriefFacts) -> list[str]:
@@ -1151,7 +1179,7 @@ def too_cheap(text: str, facts: BriefFacts) -> list[str]:
         if not _PAYS_FOR.search(head):
             continue  # "Use Booking.com to compare hotels", "Decorate the venue": not the price of one
         floor = max((usd for pat, usd in _BIG_TICKETS for m in pat.finditer(head)
-                     if not _WHERE.search(head[:m.start()])), default=0.0)
+                     if _PAID_FOR(head, m.start(), m.end())), default=0.0)
         if cost * rate < floor:
             out.append(f"'{head[:60].rstrip(' .')}' at {cost:,.0f} {facts.currency}")
     return out
@@ -1388,6 +1416,8 @@ _SLOT_WORDS = frozenset(tx.content_stems("day morning afternoon evening night we
 # (booking the Louvre's tickets and visiting it are two actions)
 _BOOKS = re.compile(r"^[-*•\s]*(?:(book|reserve|rent|hire|stay (?:at|in)|check (?:in|into)|choose|select)|"
                     r"visit|explore|see|tour)\b(.*)", re.I)
+_ERRAND = re.compile(r"\bto (?:buy|rent|hire|pick|get|order|pay|collect|return|drop|purchase)\b", re.I)
+_VISIT_OBJECT_END = re.compile(r"\s(?:in|by|with|to|from|for|at|on|near|via|and|or|—|-|–)\s|[,;:(]|\s{0}$", re.I)
 _BOOKED_NAME = re.compile(r"\b(?:the )?([A-Z][\w'’-]+(?:\s+(?:[A-Z][\w'’-]+|de|da|do|of|la|le))*)")
 
 
@@ -1401,8 +1431,15 @@ def _booked_names(line: str) -> set[str]:
     if not m:
         return set()
     skip = set(MONTHS) | set(_WEEKDAYS)
-    names = {n.group(1).strip() for n in _BOOKED_NAME.finditer(m.group(2))}
+    what = m.group(2)
     kind = "" if m.group(1) else "visit: "
+    if kind:
+        # the sight right after the verb ("Visit the Meiji Shrine in Harajuku": not Harajuku),
+        # and no shop visited for an errand ("Visit Home Depot to buy tiles", in two steps)
+        if _ERRAND.search(what):
+            return set()
+        what = _VISIT_OBJECT_END.split(what, maxsplit=1)[0]
+    names = {n.group(1).strip() for n in _BOOKED_NAME.finditer(what)}
     # a city or country is where, not what ("Book a hotel in Lisbon" in two steps: two bookings)
     return {kind + n for n in names if len(n) > 3 and not n.isupper() and n.split()[0].lower() not in skip
             and not gazetteer().lookup(n)}

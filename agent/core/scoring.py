@@ -347,8 +347,11 @@ def misses_the_trip(goal: str, titles: Sequence[str]) -> bool:
 SET_OFF_READY = "getting there and the stay booked before setting off (flights or trains, rooms, documents)"
 # what a journey's first step names when it gets there too ("Arrival and Check-in :: Book
 # Flights: Book your flights to Tokyo ...")
-_GETTING_THERE = re.compile(r"\b(?:book\w*|reserv\w*|flights?|fly|plane|airfare|tickets?|visas?|passports?|"
-                            r"insurance|trains? to|ferry to|drive to|travel to)\b", re.IGNORECASE)
+_GETTING_THERE = re.compile(r"\b(?:book\w*|reserv\w*|arrang\w*|secur\w*|flights?|fly|plane|airfare|tickets?|visas?|"
+                            r"passports?|insurance|(?:rail|jr) pass|trains? to|ferry to|drive to|travel to)\b", re.IGNORECASE)
+# a goal where someone goes away, not a visit hosted or a product tour
+_GOING_AWAY = re.compile(r"\b(?:trip|travel\w*|holiday|vacation|journey|getaway|honeymoon|backpack\w*|"
+                         r"(?:tour|visit) (?:of|to)|road ?trip)\b", re.IGNORECASE)
 
 
 def nothing_before_setting_off(goal: str, titles: Sequence[str], descriptions: Sequence[str] = (),
@@ -361,10 +364,11 @@ def nothing_before_setting_off(goal: str, titles: Sequence[str], descriptions: S
     no room booked."""
     from agent.core.facts import DEPARTURE_PREP, journey
 
-    if not journey(goal) or (days or 0) < 2 or len(titles) < 2 or any(DEPARTURE_PREP.search(t.strip()) for t in titles):
+    if not journey(goal) or not _GOING_AWAY.search(goal) or (days or 0) < 2 or len(titles) < 2 \
+            or any(DEPARTURE_PREP.search(t.strip()) for t in titles):
         return False
-    first = f"{titles[0]} {descriptions[0] if descriptions else ''}"
-    return not _GETTING_THERE.search(first)
+    # any step that gets there ("Learn Basic Japanese; Fly London to Tokyo; ...")
+    return not any(_GETTING_THERE.search(f"{t} {d}") for t, d in zip(titles, list(descriptions) + [""] * len(titles)))
 
 
 # "Day 3", "Days 4-6", "Day 10 to 12" in a step's title

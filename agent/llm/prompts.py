@@ -754,13 +754,28 @@ _FIELD_SAID = re.compile(r"^(?:the |this |its )?(?:total |estimated |approximate
 _DANGLING_WORD = re.compile(r"(?:\s+(?:for|per|of|to|and|in|at|on|by|the|a|an))+$", re.IGNORECASE)
 
 
+FIELD_BOUND = 40  # answers.Action.cost and .when
+
+
+def _field_said(part: str, at_bound: bool) -> str:
+    """A field written as a sentence, as its value; empty when it was cut where its value was
+    ("The estimated cost for this action is 12" of "... 120,000 JPY") or a "per ..." went."""
+    value = _FIELD_SAID.sub("", part)
+    bare = _DANGLING_WORD.sub("", value)
+    if re.search(r"\bper$", value, re.IGNORECASE) or (at_bound and bare == value and re.search(r"[\d,.]$", value)):
+        return ""
+    return bare
+
+
 def _extra(value: Any, currency: str) -> str:
     """A cost or date field as shown after its action: '' for the empty answers a small model
     writes (quotes, 'none', '0'); a bare number gets the brief's currency, since '(50)' says
     nothing and does not add up against the budget."""
     # a field that names itself ("when: 2027-01-12; 2027-01-13", Warsaw, measured) is its value
     parts = [_FIELD_LABEL.sub("", p.strip(" '\"`.;,")).strip(" '\"`.;,") for p in _clean_text(value, 40).split(";")]
-    parts = [_DANGLING_WORD.sub("", _FIELD_SAID.sub("", p)) if _FIELD_SAID.match(p) else p for p in parts]
+    parts = [_field_said(p, len(str(value).strip()) >= FIELD_BOUND - 2) if _FIELD_SAID.match(p) else p
+             for p in parts]
+    parts = [p for p in parts if p]
     # "0 EUR", "about 0 EUR": nothing paid, said as a price (seen on every free action)
     parts = [p for p in dict.fromkeys(parts) if p.casefold() not in _NO_VALUE and not _ZERO.match(p)]
     if not parts:
@@ -856,7 +871,14 @@ def parse_execution(answer: Any, *, currency: str = "", one_day: str = "") -> st
             said_when = said_when or next((p for p in got if _ISO_DAY.search(p)), "")
         # (the separator is the line's own: an action that holds it would split the line there)
         do = _sentence(_label_said_again(_unfinished(raw.replace(DETAIL_SEP.strip(), "-"), ACTION_MAX)))
-        do, act_detail = _said_fuller(do, act.detail)
+        raw_detail = act.detail
+        if len(raw_detail) >= DETAIL_MAX - 5 or (len(raw_detail) >= DETAIL_MAX - 20
+                                                  and _DANGLING.search(raw_detail.rstrip(" ."))):
+            # cut at its bound: its whole sentences, decided on the whole of it (a part of it
+            # moved into the action would no longer look cut)
+            raw_detail = _whole(raw_detail) or raw_detail
+        own_words = content_stems(_unlabelled_do(do))
+        do, act_detail = _said_fuller(do, raw_detail)
         if not do or do.casefold() in seen or _LABEL_ONLY.match(do) or _NO_ACTION.match(do):
             continue
         seen.add(do.casefold())
@@ -876,7 +898,9 @@ def parse_execution(answer: Any, *, currency: str = "", one_day: str = "") -> st
         # the same action said again in the same step, with less or more ("Assign chairs and
         # microphones", then "... for the conference app"; "Review Plan: Review the overall
         # plan ...": Warsaw and Japan, measured): once, in its fuller words, where it came first
-        words = content_stems(_unlabelled_do(do))
+        # (an action's own words, not the detail sentence it took: "Confirm the booking" made
+        # fuller by its detail "... with the hotel" is no "Book the hotel" said again)
+        words = own_words
         if len(words) >= 2 and any(words <= w for w in said):
             continue
         fuller = [i for i, w in enumerate(said) if len(w) >= 2 and w < words]
@@ -900,6 +924,8 @@ def parse_execution(answer: Any, *, currency: str = "", one_day: str = "") -> st
             # chairs" without it)
             lost = [x for i in fuller for x in _SENTENCES.split(details[i])
                     if x.strip() and not content_stems(x) <= content_stems(f"{do} {detail}")]
+            while lost and len(" ".join([detail] * bool(detail) + lost)) > DETAIL_MAX:
+                lost.pop()
             if lost:
                 detail = _sentence(" ".join([detail] * bool(detail) + lost), DETAIL_MAX)
                 mine |= {_as_words(x) for x in lost if len(tokens(x)) >= 3}
@@ -930,7 +956,7 @@ def _said_fuller(do: str, detail: str) -> tuple[str, str]:
     label = do[:m.end()] if m and _unlabelled_do(do) != do else ""
     mine, first = tokens(do[len(label):]), tokens(parts[0])
     if len(mine) >= 3 and len(first) > len(mine) and first[:len(mine)] == mine:
-        fuller = _sentence(label + parts[0], ACTION_MAX + 40)
+        fuller = _sentence(label + parts[0].replace(DETAIL_SEP.strip(), "-"), ACTION_MAX + 40)
         if len(fuller) <= ACTION_MAX:
             return fuller, " ".join(parts[1:])
     return do, detail
