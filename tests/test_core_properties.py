@@ -405,3 +405,22 @@ def test_member_generator_produces_refolds_and_admitted_work():
     probe()
     print("member sets: refolds", seen["refold"], "with a done task", seen["done"], "of 1,000")
     assert seen["refold"] >= 3 and seen["done"] >= 3, seen
+
+
+def test_an_elector_that_precommits_two_splits_leaves_no_stale_subtree_in_an_incremental_tree():
+    """Found by the property above (2026-12-07, one elector, quorum 1): its precommit of one
+    split arrived, then of another with a lower id, which then stands; the incremental tree
+    kept the first split's children in its index."""
+    from builders import goal, ident, precommit, proposal
+
+    me, d = ident("s0"), ident("d0")
+    g = goal(ident("user"), scorers=1, quorum=1)
+    a, b = proposal(d, g.id, ["Tokyo", "Kyoto"], wall=10), proposal(d, g.id, ["Osaka", "Nara", "Kobe"], wall=11)
+    low, high = sorted((a, b), key=lambda e: e.id)
+    plan, prev = Plan(), None
+    for e in (g, a, b, precommit(me, g.id, high.id, wall=700), precommit(me, g.id, low.id, wall=1500)):
+        plan.apply(e)
+        prev = derive(plan, T0 + 2000, prev=prev)
+        scratch = derive(plan, T0 + 2000)
+        assert {n.id for n in prev.walk()} == set(prev.index) == set(scratch.index)
+    assert prev.roots[0].decided == low.id

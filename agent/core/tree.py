@@ -427,6 +427,19 @@ def _derive_incremental(plan: Plan, now_ms: int, prev: Tree) -> Tree:
             roots.append(_derive_root(plan, gid, goal, now_ms, index, timed, prev.index, dirty))
         else:
             roots.append(prev.index[gid])
+    # a split decided again otherwise (only past the safety bound: an elector that precommits
+    # two splits, the lowest id with a quorum standing) leaves the old split's subtree behind
+    for nid in dirty:
+        old, new = prev.index.get(nid), index.get(nid)
+        if old is None or new is None or old is new:
+            continue
+        kept = {c.id for c in new.children}
+        for c in old.children:
+            if c.id not in kept:
+                for gone in c.walk():
+                    if index.get(gone.id) is gone:
+                        del index[gone.id]
+                        timed.pop(gone.id, None)
     return _tree(plan, roots, now_ms, index, timed, members)
 
 
