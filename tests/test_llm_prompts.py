@@ -513,3 +513,12 @@ def test_a_sections_steps_label_and_objective_are_not_sections():
     assert tp.sections[0].text == "Ensure that the venue is well-equipped."
     md = markdown(from_text("Organise a conference", text))
     assert md.count("Choose a hall") == 1 and "Steps" not in md
+
+
+def test_a_title_numbered_as_a_step_keeps_no_stray_full_stop():
+    """A charity bake sale, make demo 2026-12-07: ". Set Up the Bake Sale Space" and four more
+    titles like it in a winning split, shown as "1. . Set Up the Bake Sale Space"."""
+    for raw in ("Step 1. Set Up the Bake Sale Space", "1.. Set Up the Bake Sale Space", ". Set Up the Bake Sale Space",
+                "1. Set Up the Bake Sale Space", "Step 2: Set Up the Bake Sale Space"):
+        assert P._clean_title(raw) == "Set Up the Bake Sale Space", raw
+    assert P._clean_title("Phase 1: Set Up") == "Phase 1: Set Up"

@@ -460,7 +460,9 @@ def _clean_text(value: Any, limit: int) -> str:
 def _clean_title(value: Any) -> str:
     # "deluxe dining," / "1. Book flights" / "- Venue": list debris the model leaves in titles
     text = _clean_text(value, TITLE_MAX)
-    text = re.sub(r"^(?:[-*•]|\d+[.)]|step \d+:?)\s*", "", text, flags=re.IGNORECASE)
+    # ("Step 1. Set Up the Space" and "1.. Set Up" left ". Set Up the Space" as a title: a
+    # charity bake sale, make demo 2026-12-07)
+    text = re.sub(r"^(?:[-*•.]+|\d+[.)]+|step \d+\s*[:.)]?)\s*", "", text, flags=re.IGNORECASE)
     # a date said before the title ("10-19 November: Preparation and Planning", Leeds, measured):
     # the schedule gives each step its dates, and these contradicted them
     text = _DATED_TITLE.sub("", text)
