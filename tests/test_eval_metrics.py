@@ -302,3 +302,21 @@ def test_a_title_whose_dates_its_steps_contradict_and_instructions_said_back_sco
     assert mb["contradictions"] == 1 and mg["contradictions"] == 0
     assert mb["fragments"] >= 1 and mg["fragments"] == 0
     assert mb["quality"] <= 0.81 * mg["quality"]  # a tenth off for each
+
+
+def test_two_steps_that_book_rooms_for_the_same_nights_are_a_contradiction():
+    # Japan, make demo 2026-12-07: a Shinjuku hotel and a Kyoto hotel both "for 14 days", their
+    # dates overlapping, on a two-week trip; the blind reader caught it
+    overlapping = [("Tokyo", "- Book the Shinjuku Hotel for 14 days, from 2027-04-02 to 2027-04-15 (210,000 JPY)."),
+                   ("Kyoto", "- Book the Kyoto Hotel for 14 days, from 2027-04-05 to 2027-04-15 (200,000 JPY).")]
+    one_after = [overlapping[0][0], "- Book the Shinjuku Hotel from 2027-04-02 to 2027-04-09 (100,000 JPY)."], \
+        ["Kyoto", "- Book the Kyoto Hotel from 2027-04-09 to 2027-04-15 (90,000 JPY)."]
+    bad, good = m(doc(JAPAN, overlapping), JAPAN), m(doc(JAPAN, [tuple(s) for s in one_after]), JAPAN)
+    assert bad["contradictions"] == 1 and good["contradictions"] == 0
+    assert bad["quality"] < good["quality"]
+
+
+def test_a_city_of_the_goal_misspelt_is_an_off_goal_fact():
+    d = doc(JAPAN, [("Kyoto", "- Visit the Kiyoto Castle on 5 April (600 JPY).")])
+    assert "Kyoto: place Kiyoto (for Kyoto)" in m(d, JAPAN)["off_goal"]
+    assert m(doc(JAPAN, [("Kyoto", "- Visit Nijo Castle in Kyoto on 5 April (800 JPY).")]), JAPAN)["off_goal_facts"] == 0

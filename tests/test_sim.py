@@ -129,8 +129,11 @@ def test_regression_busy_executor_did_not_see_its_home_task_go_stale():
 
 
 # ----------------------------------------------------------------- the checker can fail
-def _first_failing(base: SimConfig, seeds, invariant: str) -> int | None:
-    for seed in seeds:
+def _first_failing(base: SimConfig, seeds, invariant: str, *, try_first: tuple[int, ...] = ()) -> int | None:
+    """The first seed whose run breaks ``invariant``. ``try_first`` holds the seeds that showed
+    it last: which seeds do moves with every prompt the scripted model hashes, and searching
+    from 0 to them cost minutes of the suite; when they no longer show it the range is searched."""
+    for seed in (*try_first, *(s for s in seeds if s not in try_first)):
         sim = Simulation(replace(base, seed=seed))
         try:
             sim.run()
@@ -192,7 +195,7 @@ def test_checker_catches_a_non_final_decision(monkeypatch):
     base = SimConfig(faults=Faults(slow=0.1, very_slow=0.05, partitions=2))
     # the seeds that show it move with every prompt change (the scripted LLM hashes the prompt):
     # 2026-12-07's criteria prompt moved the first from under 200 to 328
-    assert _first_failing(base, range(0, 1000), "finality") is not None
+    assert _first_failing(base, range(0, 1000), "finality", try_first=(328,)) is not None
 
 
 def test_checker_catches_a_counted_result_that_changes(monkeypatch):
@@ -221,8 +224,9 @@ def test_checker_catches_a_counted_result_that_changes(monkeypatch):
     # the 2-hour default made one seed run for more than ten minutes
     base = SimConfig(faults=Faults.all(), executors=3, limit_ms=5 * 60_000)
     # which seeds show it moves with every change to a prompt the scripted model hashes (seed
-    # 14 before the drafts asked for paperwork; 76, 84, 130 after): the first of 200 is enough
-    assert _first_failing(base, range(0, 200), "stable_results") is not None
+    # 14 before the drafts asked for paperwork; 76, 84, 130 after; 71 on 2026-12-07): the first
+    # of 200 is enough
+    assert _first_failing(base, range(0, 200), "stable_results", try_first=(71,)) is not None
 
 
 def test_checker_catches_double_execution_without_faults(monkeypatch):

@@ -27,6 +27,7 @@ from agent.core.scoring import (
     umbrella_count,
     combine_criteria,
     days_left_out,
+    named_places,
     misses_the_event,
     nothing_before_the_event,
     nothing_before_setting_off,
@@ -300,6 +301,7 @@ def rank_splits(title: str, splits: Sequence[Sequence[dict]], essential: Sequenc
     instead of rating each on its own."""
     essential = tuple(essential or ())
     facts = facts or fx.brief_facts({}, title)
+    known = words(" ".join(named_places(" ".join([title, *ancestors]))))
     verdicts = []
     for subs in splits:
         titles = [s["title"] for s in subs]
@@ -324,7 +326,8 @@ def rank_splits(title: str, splits: Sequence[Sequence[dict]], essential: Sequenc
             event.append(f"the work in {min_steps} or more steps of their own (this split has {len(titles)})")
         v = combine_criteria(checks, chores=chore_count(titles) + umbrella_count(titles, title),
                              essential=essential, said=said,
-                             wrong=wrong, concrete=concrete, wrap_up=wrap_up_extra(titles), also_missing=event)
+                             wrong=wrong, concrete=concrete, wrap_up=wrap_up_extra(titles), also_missing=event,
+                             known=known)
         extra = [f for f in cross_branch_feedback(titles, elsewhere) if f[:30] not in v.feedback]
         if extra:
             v = v.with_feedback("; ".join([*extra[:1], v.feedback])[:400].strip("; "))
@@ -728,7 +731,8 @@ def best_of(tree: Tree, node: NodeView, last: Result, earlier: "CheckedOut | Non
     """The last try's result, or an earlier try's with fewer problems (the last try takes any
     usable answer so a weak model cannot stall a task; it had as many problems as the first
     and more, measured: a home office's second try dated its steps 2027-12-05 to 2027-02-02),
-    carrying every try's tokens."""
+    carrying every try's tokens, without figures not to be believed or lines about places
+    outside the goal."""
     if earlier is None or len(result_checks(tree, node, last.output, synthesis=synthesis)) <= earlier.problems:
         chosen = last
     else:
@@ -736,6 +740,9 @@ def best_of(tree: Tree, node: NodeView, last: Result, earlier: "CheckedOut | Non
                                                    "completion_tokens": last.completion_tokens})
     if not synthesis and untrusted_costs(tree, node, chosen.output):
         chosen = chosen.model_copy(update={"output": fx.without_costs(chosen.output)})
+    if not synthesis:
+        kept = fx.without_foreign_lines(chosen.output, brief_facts(tree, node))
+        chosen = chosen.model_copy(update={"output": kept}) if kept != chosen.output else chosen
     return chosen
 
 

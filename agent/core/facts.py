@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
@@ -1104,6 +1105,64 @@ def foreign_places(text: str, facts: BriefFacts) -> list[str]:
     return out
 
 
+def _one_edit_inside(word: str, name: str) -> bool:
+    """Whether ``word`` is ``name`` with one letter added, dropped or changed inside it: not at
+    its end ("Tokyu Hands", "Osaki Station", "Milano", "Indian": a brand, a station, the
+    local spelling, an adjective; "Kiyoto" and "Tokio" are misspellings)."""
+    a, b = word.casefold(), name.casefold()
+    if a == b or abs(len(a) - len(b)) > 1 or a[-1] != b[-1] or a.startswith(b) or b.startswith(a):
+        return False
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    i = next((k for k, (x, y) in enumerate(zip(short, long_)) if x != y), len(short))
+    return short[i + (len(short) == len(long_)):] == long_[i + 1:]
+
+
+MISSPELT_MIN_POPULATION = 1_000_000  # the cities a plan for a country names most
+# a name inside a sentence that is used as a place: one of a name ("the Kiyoto Castle") or
+# after a word of where ("in Kiyoto"); not "the Parks" in a plan for Paris
+_MID_SENTENCE_NAME = re.compile(r"(?<=[a-z,;:]\s)([A-Z][a-z]{4,})(?=\s+[A-Z][a-z])|"
+                                r"\b(?i:in|to|from|of|around|near|visit|explore)\s+([A-Z][a-z]{4,})\b")
+
+
+@lru_cache(maxsize=64)
+def _big_places(countries: frozenset[str]) -> tuple[str, ...]:
+    from agent.core.places import gazetteer
+
+    return tuple(dict.fromkeys(p.name for ps in gazetteer().names.values() for p in ps if p.country in countries
+                               and (p.kind == "country" or p.population >= MISSPELT_MIN_POPULATION)
+                               and len(p.name) >= 5))
+
+
+def misspelt_places(text: str, facts: BriefFacts) -> list[tuple[str, str]]:
+    """Names one letter off a large city (or the country) of the goal's countries, known as no
+    place at all: (as written, the place), e.g. ("Kiyoto", "Kyoto") (Japan, make demo
+    2026-12-07: "the Kiyoto Castle", "the Kiyoto Imperial Palace", "the Kiyoto Museum", which
+    a blind reader took for invented sights). Only names used as places, inside a sentence."""
+    if not facts.countries:
+        return []
+    from agent.core.places import gazetteer
+
+    gz = gazetteer()
+    out: list[tuple[str, str]] = []
+    for word in dict.fromkeys(a or b for a, b in _MID_SENTENCE_NAME.findall(str(text))):
+        if gz.lookup(word) or word.casefold() in gz.towns:
+            continue
+        near = next((k for k in _big_places(facts.countries) if _one_edit_inside(word, k)), None)
+        if near:
+            out.append((word, near))
+    return out
+
+
+def without_foreign_lines(text: str, facts: BriefFacts) -> str:
+    """A result without its action lines that name a place outside the goal, when any line is
+    left: the last try is published unreviewed, and the draft it keeps to had the place too
+    (Japan, make demo 2026-12-07: "Visit the Eiffel Tower" in Tokyo, sent back once by every
+    elector and published on the second try)."""
+    lines = str(text).splitlines()
+    kept = [ln for ln in lines if not (ln.lstrip().startswith(("-", "*", "•")) and foreign_places(ln, facts))]
+    return "\n".join(kept) if len(kept) < len(lines) and any(ln.strip() for ln in kept) else str(text)
+
+
 def wrong_currency(text: str, facts: BriefFacts) -> list[str]:
     if not facts.currencies_ok:
         return []
@@ -1181,6 +1240,138 @@ def too_cheap(text: str, facts: BriefFacts) -> list[str]:
         floor = max((usd for pat, usd in _BIG_TICKETS for m in pat.finditer(head)
                      if _PAID_FOR(head, m.start(), m.end())), default=0.0)
         if cost * rate < floor:
+            out.append(f"'{head[:60].rstrip(' .')}' at {cost:,.0f} {facts.currency}")
+    return out
+
+
+_HOTEL = re.compile(_BIG_TICKETS[1][0].pattern[:-3] + r"|rooms?|suites?)\b", re.I)
+_STAYS_AT = re.compile(r"^\s*(?:stay(?:ing)?\s+(?:at|in)|check(?:ing)?[- ]in(?:\s+(?:at|to))?|check(?:ing)? into)\b",
+                       re.I)
+_NIGHTS = re.compile(r"\b(?:(\d{1,3})[- ]nights?|for\s+(\d{1,3})\s+days?)\b", re.I)
+# rooms for one of several parties (a school trip's teachers and pupils, a band and its crew)
+_A_PARTY = re.compile(r"\bfor (?:the |our |your )?(?:staff|teachers?|crew|band|speakers?|guests|students|pupils|"
+                      r"parents|volunteers|drivers?|guides?|team|players|delegates)\b", re.I)
+BIG_PARTY = 6  # more people than this: rooms for parts of the group, not one party's bed
+
+
+def stay_nights(line: str) -> tuple[int, tuple["_dt.date", "_dt.date"] | None] | None:
+    """A stay an action line books ("Book the Kyoto Hotel for 14 days, staying from 2027-01-07
+    to 2027-01-17"): (its nights, its check-in and check-out dates or None), or None when the
+    line books no room or says for how long nowhere. "N days" are N-1 nights; dates that do
+    not agree with the nights said (a booking deadline, the step's whole window in the
+    line's fields) are no stay's dates."""
+    head = action_head(str(line).strip().lstrip("-*• "))
+    own = _EXTRAS.sub("", head).strip()
+    said = _NIGHTS.search(head)
+    if not (_STAYS_AT.match(own) or (_PAYS_FOR.search(own) and (
+            (said and said.group(1)) or any(_PAID_FOR(own, m.start(), m.end()) for m in _HOTEL.finditer(own))))):
+        return None
+    if _A_PARTY.search(own):
+        return None
+    dates = calendar_dates(own)
+    if len(dates) < 2:  # the line's own "(cost; 2027-01-10 to 2027-01-14)"
+        m = _TRAILING.search(head)
+        dates = calendar_dates(m.group(1)) if m else []
+    span = (min(dates), max(dates)) if len(dates) >= 2 and max(dates) > min(dates) else None
+    nights = (int(said.group(1)) if said.group(1) else int(said.group(2)) - 1) if said else 0
+    stated = _ISO_RANGE.search(own)  # "staying from 2027-01-07 to 2027-01-17": the stay's own dates
+    if stated:
+        span = (_dt.date.fromisoformat(stated.group(1)), _dt.date.fromisoformat(stated.group(2)))
+        span = span if span[1] > span[0] else None
+    elif span and nights and abs((span[1] - span[0]).days - nights) > 1:
+        span = None
+    nights = (span[1] - span[0]).days if span else nights
+    return (nights, span) if nights > 0 else None
+
+
+def _stays(text: str) -> list[tuple[int, tuple["_dt.date", "_dt.date"] | None, frozenset[str]]]:
+    """A result's stays: (nights, dates, the names in its line)."""
+    out = []
+    for ln in str(text).splitlines():
+        st = ln.strip() and stay_nights(ln)
+        if st:
+            names = {w for w in re.findall(r"\b[A-Z][a-z'’-]{2,}\b", _EXTRAS.sub("", action_head(ln)))
+                     if not _HOTEL.fullmatch(w) and w.lower() not in _STAY_WORDS}
+            out.append((*st, frozenset(names)))
+    return out
+
+
+_STAY_WORDS = frozenset("book reserve stay check the a an at in for from and or with".split()) | set(MONTHS) | set(_WEEKDAYS)
+
+
+def double_stays(text: str, siblings: Iterable[tuple[str, str]], facts: BriefFacts) -> str | None:
+    """A room booked for nights another step already has a room for, or for more nights than
+    the trip leaves (Japan, make demo 2026-12-07: "the Shinjuku Hotel for 14 days" in one step
+    and "the Kyoto Hotel for 14 days, staying from 2027-01-07" in the next, on a two-week trip;
+    a blind reader held it against the plan): why, or None. A step's own stays may be options
+    for the same nights, so only other steps' are compared, and a step's longest stay counts;
+    a stay that names the same place as another step's (booked in one, checked into in the
+    next) is that one, said again (``repeated_actions`` reads that)."""
+    if facts.people and facts.people > BIG_PARTY:
+        return None
+    mine = _stays(text)
+    if not mine:
+        return None
+    names = frozenset().union(*(n for _n, _s, n in mine))
+    theirs = [(i, title, st) for i, (title, other) in enumerate(siblings)
+              for st in _stays(other) if not st[2] & names]
+    for _n, span, _names in mine:
+        for _i, title, (_m, other_span, _k) in theirs:
+            if span and other_span:
+                shared = (min(span[1], other_span[1]) - max(span[0], other_span[0])).days
+                if shared > 0:
+                    return (f"books a room for {span[0]} to {span[1]}, {shared} night(s) the step '{title[:50]}' "
+                            f"already has a room for ({other_span[0]} to {other_span[1]}): book only this "
+                            "step's own nights")
+    if not facts.days:
+        return None
+    longest = max(n for n, _s, _names in mine)
+    per_step: dict[int, int] = {}
+    for i, _title, (n, _s, _k) in theirs:
+        per_step[i] = max(per_step.get(i, 0), n)
+    others = sum(per_step.values())
+    if longest + others > facts.days:
+        where = f", and the other steps already book {others}" if others else ""
+        return (f"books {longest} nights{where}, more than the trip's {facts.days} days: book only this "
+                "step's own nights")
+    return None
+
+
+# a visit's entry for one person costs at most this many US dollars a day (a museum, a garden,
+# a palace, a mountain railway; a theme park's day about 70): what costs more is a guide, a
+# show, a meal, transport or a purchase, named so
+VISIT_USD = 200.0
+_VISITS = re.compile(r"^(?:visit|explore|see|walk|stroll|wander|admire|discover|relax|sightsee)\b", re.I)
+_DEAR_VISIT = re.compile(r"\b(?:guides?|guided|tours?|cruises?|class(?:es)?|lessons?|courses?|workshops?|"
+                         r"packages?|helicopter|balloon|safari|dinners?|meals?|lunch|food|shows?|concerts?|"
+                         r"performances?|tickets? (?:for|to)|passes?|nights?|hotels?|ryokans?|onsen|spa|ski\w*|"
+                         r"shop\w*|car|driver|taxi|trains?|shinkansen|rail\w*|ferry|boat|excursions?|day trips?|"
+                         r"transport\w*|sign\w*|enrol\w*|deposit|fees?|contract|quotes?)\b", re.I)
+_CHILDREN = re.compile(r"\b(?:child(?:ren)?|kids?|family|families|sons?|daughters?)\b", re.I)
+_FOR_DAYS = re.compile(r"\bfor (\d{1,2}|two|three|four|five|six|seven) days?\b", re.I)
+
+
+def too_dear(text: str, facts: BriefFacts, *, family: bool = False) -> list[str]:
+    """The visits of a result priced above what any entry costs the brief's party for the
+    days it says (``VISIT_USD`` a person a day; two people when the brief does not say, four
+    for a ``family``): Japan, make demo 2026-12-07, 100,000 JPY to explore the Shibuya
+    Crossing, a street (empty: none, or no rate). A visit that also pays for something
+    (books, orders, signs) is a purchase."""
+    rate = USD_PER_UNIT.get(facts.currency or "")
+    if not rate:
+        return []
+    people = facts.people or (4 if family else 2)
+    out = []
+    for ln in str(text).splitlines():
+        head = _EXTRAS.sub("", action_head(ln.strip().lstrip("-*• "))).strip()
+        if not _VISITS.match(head) or _DEAR_VISIT.search(head) or _PAYS_FOR.search(head):
+            continue
+        span, said = date_range(head), _FOR_DAYS.search(head)
+        word = said.group(1).lower() if said else "1"
+        n_days = max(int(word) if word.isdigit() else _COUNT_WORDS.get(word, 1),
+                     (span[1] - span[0]).days + 1 if span else 1)
+        cost = _line_cost(ln, facts)
+        if cost * rate > VISIT_USD * people * n_days:
             out.append(f"'{head[:60].rstrip(' .')}' at {cost:,.0f} {facts.currency}")
     return out
 
@@ -1292,7 +1483,7 @@ def result_problems(text: str, facts: BriefFacts, *, siblings: Iterable[tuple[st
                     min_marks: int = 2, step: str = "", goal: str = "") -> list[str]:
     """Why a step's result is not plan content consistent with its brief and its siblings
     (empty: none found). Each problem names what it found, so it can go back as feedback."""
-    problems = []
+    problems, siblings = [], list(siblings)
     if step and off_step(text, step, goal):
         problems.append(f"is not about this step ({step[:80].strip()}): carry out this step, not the others")
     back = round_trip(text, goal)
@@ -1311,12 +1502,23 @@ def result_problems(text: str, facts: BriefFacts, *, siblings: Iterable[tuple[st
     if cheap:
         problems.append(f"prices {'; '.join(cheap[:2])}, far below what it costs: give a real price in "
                         f"{facts.currency}")
+    dear = too_dear(text, facts, family=bool(_CHILDREN.search(goal))) if journey(goal) else []
+    if dear:
+        problems.append(f"prices {'; '.join(dear[:2])}, far above what a visit costs: give the entry fee "
+                        f"in {facts.currency}, or none where it is free")
     dates = off_dates(text, facts)
     if dates:
         problems.append(f"dates in {', '.join(dates[:3])}, outside the brief's dates")
+    # one party's bed a night: a conference's rooms for its speakers and for its staff are not
+    twice = double_stays(text, siblings, facts) if journey(goal) else None
+    if twice:
+        problems.append(twice)
     places = foreign_places(text, facts)
     if places:
         problems.append(f"names places outside the goal: {', '.join(places[:3])}")
+    typo = misspelt_places(text, facts)
+    if typo:
+        problems.append("misspells " + ", ".join(f"{real} as '{w}'" for w, real in typo[:3]) + ": name real places")
     same = uniform_cost(text, facts)
     if same is not None:
         problems.append(f"gives most actions the same cost ({same:,.0f} {facts.currency}): price each "

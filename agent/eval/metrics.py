@@ -129,6 +129,7 @@ def plan_metrics(doc: PlanDoc, *, description: str = "",
         found = ([f"currency {c}" for c in fx.wrong_currency(text, ref)]
                  + [f"date {d}" for d in fx.off_dates(text, ref)]
                  + [f"place {p}" for p in fx.foreign_places(text, ref)]
+                 + [f"place {w} (for {real})" for w, real in fx.misspelt_places(text, ref)]
                  + [f"people '{p}'" for p in fx.wrong_headcount(text, ref)])
         off += [f"{title[:40]}: {f}" for f in found]
     months = {m for _y, m in fx.months_in(all_text)}
@@ -176,7 +177,7 @@ def plan_metrics(doc: PlanDoc, *, description: str = "",
     spent = sum(fx.costs_of(st.text, own) for st in steps) if cur and budget else 0.0
     over_budget = round(spent / budget, 3) if budget and spent > 1.1 * budget else None
     contradictions = sum(1 for _t, text in units if fx.wrong_weekdays(text)) + len(
-        fx.backwards_ranges(all_text)) + order_breaks(steps) + title_date_breaks(steps)
+        fx.backwards_ranges(all_text)) + order_breaks(steps) + title_date_breaks(steps) + double_stays(steps, own, goal_text)
     m: dict[str, Any] = {
         "steps": len(steps),
         "words": words,
@@ -222,6 +223,16 @@ def title_date_breaks(steps: Sequence[Any]) -> int:
         if named and dated and not any(d.month in named for d in dated):
             breaks += 1
     return breaks
+
+
+def double_stays(steps: Sequence[Any], facts: fx.BriefFacts, goal: str) -> int:
+    """Steps of a journey that book a room for nights an earlier step has one for, or for more
+    nights than the trip has (``facts.double_stays``)."""
+    if not fx.journey(goal):
+        return 0
+    return sum(1 for i, st in enumerate(steps)
+               if fx.double_stays("\n".join(actions_of(st.text)),
+                                  [(o.title, "\n".join(actions_of(o.text))) for o in steps[:i]], facts))
 
 
 def order_breaks(steps: Sequence[Any]) -> int:
