@@ -522,9 +522,3 @@ def test_a_title_numbered_as_a_step_keeps_no_stray_full_stop():
                 "1. Set Up the Bake Sale Space", "Step 2: Set Up the Bake Sale Space"):
         assert P._clean_title(raw) == "Set Up the Bake Sale Space", raw
     assert P._clean_title("Phase 1: Set Up") == "Phase 1: Set Up"
-    # a date after the title: the schedule dates the step (Japan, make demo 2026-12-07)
-    for raw in ("Booking and Preparation (2026-12-08)", "Returning and Departure (2027-01-17 to 2027-01-18)",
-                "Booking and Preparation (December 8, 2026)", "Booking and Preparation [8 Dec]"):
-        assert P._clean_title(raw) in ("Booking and Preparation", "Returning and Departure"), raw
-    assert P._clean_title("Visit the Tokyo Tower (333 m)") == "Visit the Tokyo Tower (333 m)"
-    assert P._clean_title("Review (May 2027 budget)") == "Review (May 2027 budget)"

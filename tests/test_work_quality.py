@@ -2316,6 +2316,20 @@ def test_a_ride_within_the_destination_is_not_the_way_there_and_a_wrong_fact_is_
                                     ["Flights", "Tokyo", "Kyoto"], facts=jp)
     assert "Eiffel Tower (France)" in eiffel.feedback and eiffel.incomplete and not eiffel.acceptable
     assert not fine.incomplete and (fine.rank, eiffel.rank) == (1, 2)
+    # only a famous sight abroad: an airline, a dish or a first name the gazetteer reads as a
+    # place abroad costs a split its score, not its vote (a review of this rule)
+    (air,) = work.rank_splits(goal, [split(plain, ["Book an Air France flight from Paris to Tokyo"])],
+                              ["Flights", "Tokyo", "Kyoto"], facts=jp)
+    assert "France" in air.feedback and not air.incomplete
+    # the last try loses a line about a famous sight abroad, not a flight, a dish or a name,
+    # and never its last action
+    assert fx.without_foreign_lines("- Visit the Eiffel Tower.\n- Visit Senso-ji.", jp) == "- Visit Senso-ji."
+    for text in ("- Book an Air France flight from Paris to Tokyo.\n- Visit Senso-ji.",
+                 "Getting there:\n- Visit the Eiffel Tower.", "- Fly Qatar Airways via Doha.\n- Visit Senso-ji."):
+        assert fx.without_foreign_lines(text, jp) == text, text
+    london = fx.brief_facts({}, "Cook Christmas dinner in London")
+    assert fx.without_foreign_lines("- Main: Roast Turkey with trimmings.\n- Ask Charlotte to carve.", london) == (
+        "- Main: Roast Turkey with trimmings.\n- Ask Charlotte to carve.")
 
 
 def test_a_named_sight_visited_in_two_steps_is_a_repeat_but_booking_it_first_is_not():

@@ -327,7 +327,7 @@ def rank_splits(title: str, splits: Sequence[Sequence[dict]], essential: Sequenc
         v = combine_criteria(checks, chores=chore_count(titles) + umbrella_count(titles, title),
                              essential=essential, said=said,
                              wrong=wrong, concrete=concrete, wrap_up=wrap_up_extra(titles), also_missing=event,
-                             known=known)
+                             known=known, misplaced=fx.misplaced_sights(text, facts))
         extra = [f for f in cross_branch_feedback(titles, elsewhere) if f[:30] not in v.feedback]
         if extra:
             v = v.with_feedback("; ".join([*extra[:1], v.feedback])[:400].strip("; "))

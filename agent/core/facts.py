@@ -1153,14 +1153,28 @@ def misspelt_places(text: str, facts: BriefFacts) -> list[tuple[str, str]]:
     return out
 
 
+def misplaced_sights(text: str, facts: BriefFacts) -> list[str]:
+    """World-famous sights named in ``text`` that are in none of the goal's countries ("Eiffel
+    Tower (France)" in a Japan plan): the one reading of a place abroad that no airline, dish
+    or first name shares ("Air France", "Roast Turkey", "Ask Charlotte"; a review)."""
+    if not facts.countries:
+        return []
+    from agent.core.places import gazetteer
+
+    gz = gazetteer()
+    return [f"{name.title()} ({gz.country_names.get(c, c)})" for name, c in gz.landmarks_in(str(text))
+            if c not in facts.countries]
+
+
 def without_foreign_lines(text: str, facts: BriefFacts) -> str:
-    """A result without its action lines that name a place outside the goal, when any line is
-    left: the last try is published unreviewed, and the draft it keeps to had the place too
-    (Japan, make demo 2026-12-07: "Visit the Eiffel Tower" in Tokyo, sent back once by every
-    elector and published on the second try)."""
+    """A result without its action lines that name a famous sight outside the goal, when
+    another action line is left: the last try is published unreviewed, and the draft it keeps
+    to had the sight too (Japan, make demo 2026-12-07: "Visit the Eiffel Tower" in Tokyo, sent
+    back once by every elector and published on the second try)."""
     lines = str(text).splitlines()
-    kept = [ln for ln in lines if not (ln.lstrip().startswith(("-", "*", "•")) and foreign_places(ln, facts))]
-    return "\n".join(kept) if len(kept) < len(lines) and any(ln.strip() for ln in kept) else str(text)
+    action = lambda ln: ln.lstrip().startswith(("-", "*", "•"))  # noqa: E731
+    kept = [ln for ln in lines if not (action(ln) and misplaced_sights(ln, facts))]
+    return "\n".join(kept) if len(kept) < len(lines) and any(action(ln) for ln in kept) else str(text)
 
 
 def wrong_currency(text: str, facts: BriefFacts) -> list[str]:

@@ -514,10 +514,12 @@ def nothing_before_the_event(goal: str, titles: Sequence[str]) -> bool:
 
 def combine_criteria(checks: Checks, *, chores: int, essential: Sequence[str], said: frozenset[str],
                      wrong: Sequence[str] = (), concrete: float = 0.0, wrap_up: int = 0,
-                     also_missing: Sequence[str] = (), known: frozenset[str] = frozenset()) -> Verdict:
+                     also_missing: Sequence[str] = (), known: frozenset[str] = frozenset(),
+                     misplaced: Sequence[str] = ()) -> Verdict:
     """A split's verdict from the checks and a scorer's criteria (the essential work of the
     node, ``essential``; empty: no usable criteria, the checks alone). ``said``: the split's
-    stems (titles and descriptions; ``known``: the places above it, which a split names anyway);
+    stems (titles and descriptions; ``known``: the places above it, which a split names anyway;
+    ``misplaced``: famous sights abroad in it, which make it incomplete);
     ``wrong``: facts in it that contradict the goal (places abroad, another currency);
     ``concrete``: names and figures per subgoal. Coverage is the
     share of the essential work the split takes up, so a split of planning chores loses to
@@ -555,10 +557,12 @@ def combine_criteria(checks: Checks, *, chores: int, essential: Sequence[str], s
     hard = checks.hard_fail or 2 * chores > checks.n
     # work that must be there whatever the criteria say (the event itself) makes a split
     # incomplete: it is refined for it, and voted only once the refinements had their rounds;
-    # so does a fact wrong for the goal (Japan, make demo 2026-12-07: an outline with "Visit
-    # the Eiffel Tower" in Tokyo was accepted by two of three scorers who both named it)
+    # so does a famous sight abroad (``misplaced``; Japan, make demo 2026-12-07: an outline with
+    # "Visit the Eiffel Tower" in Tokyo was accepted by two of three scorers who both named it).
+    # Not every place abroad: an airline ("Air France"), a dish ("Roast Turkey") or a name the
+    # gazetteer misreads ("York" in New York) would block every split (a review)
     return Verdict(r(spec), r(non_overlap), r(coverage), "; ".join(parts)[:400], hard, missing=miss,
-                   incomplete=(share is not None and share < MIN_COVERAGE) or bool(also_missing) or bool(wrong))
+                   incomplete=(share is not None and share < MIN_COVERAGE) or bool(also_missing) or bool(misplaced))
 
 
 LLM_WEIGHT = 0.5  # a small local model's judgment is noisy: the checks carry half the score

@@ -470,22 +470,12 @@ def _clean_title(value: Any) -> str:
     # schedule; "Post-Event Activities (Weeks 8-10)" in a plan of 7 weeks: bakery and Warsaw,
     # measured): the schedule's dates are the step's, and these contradicted them
     text = _SPAN_AFTER.sub("", text)
-    # and a date ("Booking and Preparation (2026-12-08)", "Returning and Departure (2027-01-17)"
-    # over a step the schedule dated 2027-01-11: Japan, make demo 2026-12-07)
-    text = _DATE_AFTER.sub("", text)
     return text.strip(" ,;:-").strip()
 
 
 _SPAN_AFTER = re.compile(
     r"\s*[(\[]\s*(?:(?:weeks?|months?|days?)\s*\d+(?:\s*(?:-|–|to|and|through)\s*\d+)?"
     r"|\d+(?:\s*(?:-|–|to)\s*\d+)?\s*(?:weeks?|months?|days?|hours?))\s*[)\]]\s*$", re.IGNORECASE)
-
-
-_DATE_AFTER = re.compile(
-    r"\s*[(\[]\s*(?:\d{4}-\d{2}-\d{2}(?:\s*(?:to|[-–])\s*\d{4}-\d{2}-\d{2})?|"
-    r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d{1,2}(?:st|nd|rd|th)?(?:,?\s+\d{4})?|"
-    r"\d{1,2}(?:st|nd|rd|th)?\s+(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?(?:\s+\d{4})?)\s*[)\]]\s*$",
-    re.IGNORECASE)
 
 
 _DATED_TITLE = re.compile(
